@@ -1,0 +1,4 @@
+"""Solvers layer: allocation problems, convex and non-convex solvers, certificates.
+
+Imports :mod:`noisealloc.theory` only.
+"""

@@ -1,0 +1,37 @@
+"""Shared test configuration.
+
+Hypothesis profiles: ``ci`` (the default) is deterministic (derandomised, no
+deadline because numba compiles on first call); ``fuzz`` searches longer with
+random seeds.  Choose with ``NOISEALLOC_HYPOTHESIS_PROFILE=fuzz``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("NOISEALLOC_HYPOTHESIS_PROFILE", "ci"))
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: The MNIST test set beside the checkout (../shared/data/mnist), or NOISEALLOC_MNIST_DIR.
+MNIST_DIR = Path(os.environ.get("NOISEALLOC_MNIST_DIR", REPO_ROOT.parent / "shared" / "data" / "mnist"))
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    """Directory holding the MNIST IDX files; skips the test when absent."""
+    if not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").exists():
+        pytest.skip(f"MNIST not found at {MNIST_DIR} (set NOISEALLOC_MNIST_DIR)")
+    return MNIST_DIR

@@ -1,0 +1,128 @@
+"""Warnings and input checks shared by every layer.
+
+Bad input raises ``ValueError`` (or ``TypeError``) naming the argument, the
+value received and what is allowed; never an ``assert``, never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+__all__ = [
+    "NoiseallocWarning",
+    "ConvergenceWarning",
+    "RegularizationWarning",
+    "as_float_array",
+    "check_finite",
+    "check_choice",
+    "check_interval",
+    "check_positive",
+    "check_nonnegative",
+    "as_generator",
+]
+
+
+class NoiseallocWarning(UserWarning):
+    """Base class of the toolkit's warnings."""
+
+
+class ConvergenceWarning(NoiseallocWarning):
+    """An iterative method stopped before meeting its tolerance (the result says so too)."""
+
+
+class RegularizationWarning(NoiseallocWarning):
+    """A near-singular problem was regularised; the result records by how much."""
+
+
+def _short(value, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> np.ndarray:
+    """Coerce ``value`` to a float64 array once, at a public boundary.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not numeric.
+    ValueError
+        If the number of dimensions or the shape differs from what is required.
+    """
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers; got {_short(value)}") from exc
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s); got shape {arr.shape}")
+    if shape is not None:
+        for axis, (got, want) in enumerate(zip(arr.shape, shape)):
+            if want is not None and got != want:
+                raise ValueError(f"{name} must have shape {tuple(shape)} (None = any); got {arr.shape} (axis {axis})")
+    return arr
+
+
+def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
+    """Raise ``ValueError`` if ``arr`` holds a NaN or an infinity."""
+    arr = np.asarray(arr)
+    if not np.all(np.isfinite(arr)):
+        bad = np.flatnonzero(~np.isfinite(arr.ravel()))[0]
+        raise ValueError(f"{name} must be finite; entry {np.unravel_index(bad, arr.shape)} is {arr.ravel()[bad]!r}")
+    return arr
+
+
+def check_choice(value: str, name: str, allowed: Iterable[str]) -> str:
+    """Raise ``ValueError`` unless ``value`` is one of ``allowed``."""
+    allowed = tuple(allowed)
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {_short(value)}")
+    return value
+
+
+def check_interval(lo, hi, name: str = "interval", *, allow_infinite: bool = False) -> tuple[float, float]:
+    """Validate an interval ``[lo, hi]`` with ``lo < hi`` (finite unless ``allow_infinite``)."""
+    try:
+        lo_f, hi_f = float(lo), float(hi)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be two real numbers (lo, hi); got ({_short(lo)}, {_short(hi)})") from exc
+    if np.isnan(lo_f) or np.isnan(hi_f):
+        raise ValueError(f"{name} must not contain NaN; got ({lo_f}, {hi_f})")
+    if not allow_infinite and not (np.isfinite(lo_f) and np.isfinite(hi_f)):
+        raise ValueError(f"{name} must be finite; got ({lo_f}, {hi_f})")
+    if not lo_f < hi_f:
+        raise ValueError(f"{name} must satisfy lo < hi (a non-empty, non-inverted interval); got ({lo_f}, {hi_f})")
+    return lo_f, hi_f
+
+
+def check_positive(arr, name: str) -> np.ndarray:
+    """Raise ``ValueError`` unless every entry is finite and > 0."""
+    arr = check_finite(np.asarray(arr, dtype=np.float64), name)
+    if np.any(arr <= 0):
+        bad = np.flatnonzero(arr.ravel() <= 0)[0]
+        raise ValueError(f"{name} must be > 0 everywhere; entry {bad} is {arr.ravel()[bad]!r}")
+    return arr
+
+
+def check_nonnegative(arr, name: str) -> np.ndarray:
+    """Raise ``ValueError`` unless every entry is finite and >= 0."""
+    arr = check_finite(np.asarray(arr, dtype=np.float64), name)
+    if np.any(arr < 0):
+        bad = np.flatnonzero(arr.ravel() < 0)[0]
+        raise ValueError(f"{name} must be >= 0 everywhere; entry {bad} is {arr.ravel()[bad]!r}")
+    return arr
+
+
+def as_generator(rng=None) -> np.random.Generator:
+    """Turn ``rng`` (``Generator``, integer seed or ``None``) into a ``numpy.random.Generator``.
+
+    ``None`` gives a fresh, OS-seeded generator; pass a seed for reproducible output.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is None or isinstance(rng, (int, np.integer)):
+        if rng is not None and int(rng) < 0:
+            raise ValueError(f"rng seed must be a non-negative integer; got {rng}")
+        return np.random.default_rng(rng)
+    raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None; got {type(rng).__name__}")

@@ -1,0 +1,49 @@
+"""Named tolerances, each with the reason for its value.
+
+Tests and library code import these instead of typing numbers inline.  Units
+of machine epsilon are used where rounding is the reason for the value.
+Sections are grouped by the layer that mainly uses them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+EPS = float(np.finfo(np.float64).eps)  # 2.22e-16
+
+# --- coordinates and schedules -------------------------------------------------
+#: Round trip lambda -> u -> lambda of a coordinate map: a few dozen ulps of the
+#: result, since each map is a composition of log/exp/expm1/log1p with relative
+#: condition number O(1) away from the interval ends (THEORY.md section 1 asks 1e-10).
+COORD_ROUNDTRIP_RTOL = 1e-10
+#: Inverse-CDF clamp: u is kept in [U_CLAMP, 1 - U_CLAMP] so that ppf never
+#: returns an interval end point that maps to an infinite coordinate.
+U_CLAMP = 1e-12
+#: Densities that must integrate to one after transport (adaptive quadrature).
+DENSITY_INTEGRAL_ATOL = 1e-8
+#: Round trip of a schedule through JSON / npz (issue 2: 1e-12).
+EXPORT_ROUNDTRIP_RTOL = 1e-12
+#: Relative step for centred finite differences of a smooth map: eps**(1/3)
+#: balances truncation O(h^2) against rounding O(eps/h).
+FD_REL_STEP = EPS ** (1.0 / 3.0)
+#: Agreement of a centred finite difference with the analytic derivative:
+#: O(eps**(2/3)) ~ 4e-11 in the best case; 1e-6 leaves room for curvature.
+FD_RTOL = 1e-6
+#: Significance level of the Kolmogorov-Smirnov sampler checks (issue 2).
+KS_ALPHA = 1e-3
+#: A Monte-Carlo estimate agrees with its reference within this many standard errors.
+MC_NSIGMA = 4.0
+
+# --- information quantities ----------------------------------------------------
+#: Quadrature values against 30-digit mpmath references (issue 3: 1e-9 relative).
+QUAD_RTOL = 1e-9
+#: Budget identity int h dlam = H(pi) with deterministic quadrature (issue 3).
+BUDGET_ATOL_QUAD = 1e-6
+
+# --- solvers -------------------------------------------------------------------
+#: Certified relative Frank-Wolfe gap for convex criteria (issue 4).
+FW_GAP_RTOL = 1e-8
+#: KKT stationarity of the non-convex sandwich criterion (issue 4).
+KKT_RTOL = 1e-6
+#: Theorem 1' reduction keeps theta*(p) to this absolute accuracy (issue 4).
+THETA_STAR_ATOL = 1e-8
