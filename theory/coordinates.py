@@ -37,8 +37,14 @@ Conditioning.  ``t-cosine`` and ``t-rf`` reach :math:`\lambda \to -\infty` at
 :math:`t \to 1`, where a float64 ``t`` carries only ~1e-16 absolute resolution:
 :math:`\lambda \to t \to \lambda` is then accurate to about
 :math:`\epsilon / ((1 - t)|\lambda|)` relative, which is below 1e-10 for
-:math:`\lambda \ge -30` (:attr:`Coordinate.lam_accurate`).  The other coordinates
-round-trip to 1e-10 relative on all of :math:`|\lambda| \le 50`.
+:math:`\lambda \ge -30` (:attr:`Coordinate.lam_accurate`).  ``t-edm`` has the same
+problem at the other end: :math:`\sigma^{1/\rho} = A + B t` cancels as
+:math:`\sigma \to 0`, so the round trip is accurate to 1e-10 only for
+:math:`\lambda \le 200` (the map's image of :math:`\lambda > 14\cdot 38` is not
+even representable below the end point :math:`t_0`).  The other coordinates
+round-trip to 1e-10 relative on all of :math:`|\lambda| \le 700`.  "Relative" means
+relative to :math:`\max(1, |\lambda|)` (at :math:`\lambda = 0` a pure relative
+error is meaningless).
 
 References
 ----------
@@ -132,8 +138,11 @@ def _lin_B(t):
 
 
 def _lin_to_lam(t):
-    # lambda = log(abar / (1 - abar)), abar = exp(-B)  =>  lambda = -log(expm1(B)).
-    return -np.log(np.expm1(_lin_B(t)))
+    # lambda = log(abar / (1 - abar)), abar = exp(-B)  =>  lambda = -log(expm1(B))
+    # = -B - log(-expm1(-B)): the second form cannot overflow for large t and
+    # keeps full relative accuracy for small B (where -expm1(-B) ~ B).
+    B = _lin_B(t)
+    return -B - np.log(-np.expm1(-B))
 
 
 def _lin_from_lam(lam):
@@ -156,9 +165,12 @@ _COS_DTHETA = (math.pi / 2.0) / (1.0 + COSINE_S)
 def _cos_to_lam(t):
     # abar = cos²θ / cos²θ0 and 1 - abar = sin(θ-θ0) sin(θ+θ0) / cos²θ0, so
     # λ = 2 log cos θ - log sin(θ-θ0) - log sin(θ+θ0): no cancellation at t -> 0.
+    # Near t -> 1, cos θ = sin(π/2 - θ) = sin(Δθ (1 - t)) with 1 - t exact in
+    # float64 for t >= ½ (Sterbenz), so λ keeps the full accuracy of t there too.
     d = _COS_DTHETA * t  # θ - θ0
     theta = _COS_THETA0 + d
-    return 2.0 * np.log(np.cos(theta)) - np.log(np.sin(d)) - np.log(np.sin(theta + _COS_THETA0))
+    e = _COS_DTHETA * (1.0 - t)  # π/2 - θ
+    return 2.0 * np.log(np.sin(e)) - np.log(np.sin(d)) - np.log(np.sin(theta + _COS_THETA0))
 
 
 def _cos_from_lam(lam):
@@ -178,9 +190,12 @@ def _cos_from_lam(lam):
 
 
 def _cos_dlam(t):
+    # dλ/dθ = -2 tan θ - cot(θ-θ0) - cot(θ+θ0), with tan θ = cot(π/2 - θ) computed
+    # from 1 - t (see _cos_to_lam) so the pole at t -> 1 keeps full accuracy.
     d = _COS_DTHETA * t
     theta = _COS_THETA0 + d
-    dlam_dtheta = -2.0 * np.tan(theta) - 1.0 / np.tan(d) - 1.0 / np.tan(theta + _COS_THETA0)
+    e = _COS_DTHETA * (1.0 - t)
+    dlam_dtheta = -2.0 / np.tan(e) - 1.0 / np.tan(d) - 1.0 / np.tan(theta + _COS_THETA0)
     return dlam_dtheta * _COS_DTHETA
 
 
@@ -289,7 +304,7 @@ COORDINATES: dict[str, Coordinate] = {
                    _lin_to_lam, _lin_from_lam, _lin_dlam),
         Coordinate("t-cosine", r"DDPM time $t$ (cosine)", (0.0, 1.0), False, (-30.0, 700.0),
                    _cos_to_lam, _cos_from_lam, _cos_dlam),
-        Coordinate("t-edm", r"EDM time $t$ ($\rho$-schedule)", (-_INF, _EDM_A / -_EDM_B), True, (-1400.0, 1400.0),
+        Coordinate("t-edm", r"EDM time $t$ ($\rho$-schedule)", (-_INF, _EDM_A / -_EDM_B), True, (-1400.0, 200.0),
                    _edm_to_lam, _edm_from_lam, _edm_dlam),
         Coordinate("t-rf", r"rectified-flow time $t$", (0.0, 1.0), False, (-30.0, 700.0),
                    _rf_to_lam, _rf_from_lam, _rf_dlam),
