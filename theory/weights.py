@@ -1,0 +1,180 @@
+r"""Evaluation weights over log-SNR (THEORY.md section 5).
+
+Convention.  A weight :math:`W(\lambda) \ge 0` weights the x0-prediction
+(denoising) mean squared error per unit of log-SNR:
+
+.. math:: L_W = \int W(\lambda)\, \mathrm{mmse}(\lambda)\, d\lambda,
+          \qquad \mathrm{mmse}(\lambda) = E\|x_0 - \hat x_0(x_\lambda)\|^2 .
+
+Kingma & Gao (2023) write the same objectives with a weight :math:`w(\lambda)`
+on the :math:`\varepsilon`-prediction error,
+:math:`\tfrac12\int w(\lambda)\, E\|\varepsilon - \hat\varepsilon\|^2 d\lambda`; since
+:math:`\|\varepsilon - \hat\varepsilon\|^2 = e^\lambda \|x_0 - \hat x_0\|^2`,
+
+.. math:: W(\lambda) = \tfrac12 e^{\lambda} w(\lambda).
+
+So the ELBO (:math:`w = 1`) is :math:`W = \tfrac12 e^\lambda` (the I-MMSE relation
+:math:`dI/d\lambda = \tfrac12 e^\lambda \mathrm{mmse}`), min-SNR-:math:`\gamma`
+(:math:`w = \min(e^\lambda, \gamma)/e^\lambda`) is :math:`W = \tfrac12\min(e^\lambda, \gamma)`,
+and EDM is Kingma & Gao's effective weight
+
+.. math:: w_{EDM}(\lambda) = N(\lambda; -2P_{mean}, 4P_{std}^2)\,
+          \frac{e^{-\lambda} + \sigma_{data}^2}{\sigma_{data}^2}, \qquad
+          W_{EDM}(\lambda) = \tfrac12 N(\lambda; -2P_{mean}, 4P_{std}^2)
+          \left(e^{\lambda} + \sigma_{data}^{-2}\right).
+
+How EDM's weight moves to :math:`\lambda`: EDM's loss is
+:math:`E_{\ln\sigma \sim N(P_{mean}, P_{std}^2)}[\lambda_{EDM}(\sigma)\,\|D(x;\sigma) - x_0\|^2]`
+with :math:`\lambda_{EDM}(\sigma) = (\sigma^2 + \sigma_{data}^2)/(\sigma\sigma_{data})^2
+= e^{\lambda} + \sigma_{data}^{-2}` at :math:`\sigma = e^{-\lambda/2}`.  Changing the
+variable :math:`\ln\sigma = -\lambda/2` turns the sampling density into
+:math:`N(\lambda; -2P_{mean}, 4P_{std}^2)`, so EDM's loss equals
+:math:`\int N(\lambda)\,(e^\lambda + \sigma_{data}^{-2})\,\mathrm{mmse}\,d\lambda = 2 L_{W_{EDM}}`;
+the factor ½ puts it on Kingma & Gao's scale, where ELBO is :math:`w = 1`.  (The
+x0 error is the same in the VE/EDM and VP scalings, since :math:`D` predicts :math:`x_0`.)
+The EDM weight therefore includes EDM's own sampling density (the untruncated
+log-normal); min-SNR-:math:`\gamma` does not include a sampling density.
+
+References
+----------
+Kingma & Gao (2023), Understanding Diffusion Objectives as the ELBO with Simple Data Augmentation, Table 1 and Appendix D.
+Karras, Aittala, Aila & Laine (2022), EDM, Table 1 (loss weighting and P_mean, P_std, sigma_data).
+Hang et al. (2023), Efficient Diffusion Training via Min-SNR Weighting Strategy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from noisealloc.theory.errors import as_float_array, check_choice, check_finite, check_nonnegative, check_positive
+
+__all__ = [
+    "Weight",
+    "elbo_weight",
+    "edm_weight",
+    "min_snr_weight",
+    "uniform_weight",
+    "tabulated_weight",
+    "get_weight",
+    "WEIGHT_NAMES",
+]
+
+
+def _lam(lam) -> np.ndarray:
+    lam = as_float_array(lam, "lam")
+    if np.any(np.isnan(lam)):
+        raise ValueError("lam must not contain NaN")
+    return lam
+
+
+def elbo_weight(lam):
+    r"""ELBO weight :math:`W(\lambda) = \tfrac12 e^{\lambda}` (finite for :math:`\lambda < 709`)."""
+    lam = _lam(lam)
+    return np.exp(lam - math.log(2.0))[()]
+
+
+def edm_weight(lam, sigma_data: float = 0.5, P_mean: float = -1.2, P_std: float = 1.2):
+    r"""EDM weight moved to log-SNR (see the module docstring for the derivation).
+
+    .. math:: W_{EDM}(\lambda) = \tfrac12\, N(\lambda; -2P_{mean}, 4P_{std}^2)\,(e^{\lambda} + \sigma_{data}^{-2})
+
+    computed as :math:`\tfrac12\exp(\log N + \mathrm{logaddexp}(\lambda, -2\log\sigma_{data}))`
+    so it stays finite (and underflows gracefully to 0) for any finite :math:`\lambda`.
+    """
+    lam = _lam(lam)
+    sigma_data = float(check_positive(np.float64(sigma_data), "sigma_data"))
+    P_mean = float(check_finite(np.float64(P_mean), "P_mean"))
+    P_std = float(check_positive(np.float64(P_std), "P_std"))
+    mu, sd = -2.0 * P_mean, 2.0 * P_std
+    z = (lam - mu) / sd
+    log_n = -0.5 * z * z - math.log(sd) - 0.5 * math.log(2.0 * math.pi)
+    return np.exp(log_n + np.logaddexp(lam, -2.0 * math.log(sigma_data)) - math.log(2.0))[()]
+
+
+def min_snr_weight(lam, gamma: float = 5.0):
+    r"""Min-SNR-:math:`\gamma` weight :math:`W(\lambda) = \tfrac12 \min(e^{\lambda}, \gamma)` (Hang et al. 2023)."""
+    lam = _lam(lam)
+    gamma = float(check_positive(np.float64(gamma), "gamma"))
+    return (0.5 * np.exp(np.minimum(lam, math.log(gamma))))[()]
+
+
+def uniform_weight(lam):
+    r"""Uniform weight :math:`W(\lambda) = 1` (plain x0-MSE averaged uniformly over :math:`\lambda`)."""
+    lam = _lam(lam)
+    return np.ones(lam.shape)[()]
+
+
+@dataclass(frozen=True)
+class Weight:
+    r"""A named evaluation weight :math:`W(\lambda) \ge 0` with its parameters bound.
+
+    Calling it evaluates the function and checks the result: a negative or NaN
+    value raises ``ValueError`` (a weight is a non-negative measure density).
+    """
+
+    name: str
+    func: Callable = field(repr=False, compare=False)
+    params: dict = field(default_factory=dict)
+
+    def __call__(self, lam):
+        val = np.asarray(self.func(lam, **self.params), dtype=np.float64)
+        if np.any(np.isnan(val)):
+            raise ValueError(f"weight {self.name!r} returned NaN")
+        if np.any(val < 0):
+            bad = val.ravel()[np.flatnonzero(val.ravel() < 0)[0]]
+            raise ValueError(f"weight {self.name!r} must be >= 0; got {bad!r}")
+        return val[()]
+
+
+def tabulated_weight(lam_knots, values, name: str = "tabulated") -> Weight:
+    r"""Weight interpolated linearly through ``(lam_knots[i], values[i])``, constant beyond the ends.
+
+    Parameters
+    ----------
+    lam_knots : array_like, shape (K,)
+        Strictly increasing, finite log-SNR values.
+    values : array_like, shape (K,)
+        Finite and >= 0 (a negative weight raises ``ValueError``).
+    """
+    x = check_finite(as_float_array(lam_knots, "lam_knots", ndim=1), "lam_knots")
+    if x.size < 2 or np.any(np.diff(x) <= 0):
+        raise ValueError(f"lam_knots must be strictly increasing with at least 2 entries; got {x!r}")
+    v = check_nonnegative(as_float_array(values, "values", ndim=1), "values")
+    if v.shape != x.shape:
+        raise ValueError(f"values must have the shape of lam_knots {x.shape}; got {v.shape}")
+    x, v = x.copy(), v.copy()
+
+    def func(lam):
+        return np.interp(_lam(lam), x, v)
+
+    return Weight(name, func)
+
+
+_REGISTRY: dict[str, Callable] = {
+    "elbo": elbo_weight,
+    "edm": edm_weight,
+    "min_snr": min_snr_weight,
+    "uniform": uniform_weight,
+}
+#: Names accepted by :func:`get_weight`.
+WEIGHT_NAMES = tuple(_REGISTRY)
+
+
+def get_weight(name: str, **params) -> Weight:
+    """Look up an evaluation weight by name and bind its parameters.
+
+    Examples
+    --------
+    >>> w = get_weight("min_snr", gamma=5.0)
+    >>> float(w(0.0))
+    0.5
+    """
+    check_choice(name, "weight", WEIGHT_NAMES)
+    func = _REGISTRY[name]
+    # Validate the parameters once, now, rather than at the first call.
+    func(0.0, **params)
+    return Weight(name, func, dict(params))
