@@ -61,6 +61,7 @@ __all__ = [
     "save_schedules_json",
     "load_schedules_json",
     "sample_from_table",
+    "atomic_write",
 ]
 
 FORMAT = "noisealloc.schedule"
@@ -70,7 +71,8 @@ VERSION = 1
 N_INVERSE_CDF = 1025
 
 
-def _atomic_write(path, write) -> Path:
+def atomic_write(path, write) -> Path:
+    """Call ``write(binary_file)`` on a temporary file in ``path``'s directory, then ``os.replace`` it onto ``path``."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -144,7 +146,7 @@ def schedule_from_dict(d: dict) -> TabulatedSchedule:
 def save_json(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> Path:
     """Write one schedule as schema-v1 JSON (atomically)."""
     d = schedule_to_dict(schedule, n=n, spacing=spacing, meta=meta)
-    return _atomic_write(path, lambda fh: fh.write(json.dumps(d, indent=1, allow_nan=False).encode()))
+    return atomic_write(path, lambda fh: fh.write(json.dumps(d, indent=1, allow_nan=False).encode()))
 
 
 def load_json(path) -> TabulatedSchedule:
@@ -169,7 +171,7 @@ def save_npz(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", m
         "inverse_cdf_u": np.array(d["inverse_cdf"]["u"], dtype=np.float64),
         "meta": np.array(json.dumps(d["meta"])),
     }
-    return _atomic_write(path, lambda fh: np.savez(fh, **arrays))
+    return atomic_write(path, lambda fh: np.savez(fh, **arrays))
 
 
 def load_npz(path) -> TabulatedSchedule:
@@ -200,7 +202,7 @@ def save_schedules_json(schedules, path, *, n: int = 513, spacing: str = "both",
         "schedules": [schedule_to_dict(s, n=n, spacing=spacing) for s in items],
         "meta": dict(meta or {}),
     }
-    return _atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=1, allow_nan=False).encode()))
+    return atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=1, allow_nan=False).encode()))
 
 
 def load_schedules_json(path) -> dict[str, TabulatedSchedule]:
