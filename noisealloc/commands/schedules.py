@@ -45,6 +45,8 @@ def plot_schedules(schedules: dict, path, coordinate) -> None:
         ax.plot(u, s.pdf(u), label=name, lw=1.6)
     if log_axis:
         ax.set_xscale("log")
+    if coord.name not in ("lambda", "log-sigma"):
+        # Jacobians of the time and sigma maps span orders of magnitude near the ends.
         ax.set_yscale("log")
     ax.set_xlabel(coord.label)
     ax.set_ylabel(f"density per unit of {coord.name}")
