@@ -33,6 +33,14 @@ FD_RTOL = 1e-6
 KS_ALPHA = 1e-3
 #: A Monte-Carlo estimate agrees with its reference within this many standard errors.
 MC_NSIGMA = 4.0
+#: cdf(ppf(q)) == q for a schedule: q passes through up to four coordinate maps,
+#: each accurate to a few ulps of lambda (|lambda| <= 50), times a density <= 1
+#: per unit lambda: ~1e-14 observed; 1e-13 (~450 eps) leaves a margin.
+QUANTILE_ROUNDTRIP_ATOL = 1e-13
+#: ppf(cdf(x)) == x: the level q = F(x) carries a relative rounding error of a
+#: few eps, which moves x by eps * q / p(x) (the condition number of F^{-1});
+#: the test bound is COORD_ROUNDTRIP_RTOL * max(1, |x|) + this factor * EPS * q / p(x).
+PPF_ROUNDTRIP_EPS_FACTOR = 64.0
 
 # --- information quantities ----------------------------------------------------
 #: Quadrature values against 30-digit mpmath references (issue 3: 1e-9 relative).
@@ -47,3 +55,18 @@ FW_GAP_RTOL = 1e-8
 KKT_RTOL = 1e-6
 #: Theorem 1' reduction keeps theta*(p) to this absolute accuracy (issue 4).
 THETA_STAR_ATOL = 1e-8
+#: Input matrices A_i, G_i, W must be symmetric to this relative max-norm accuracy:
+#: matrices assembled by quadrature are symmetric only to rounding (~1e3 ulps of
+#: their largest entry); anything worse is an input error, not rounding.
+SYMMETRY_RTOL = 1e-10
+#: Smallest eigenvalue allowed, relative to the largest, before a matrix is
+#: declared indefinite (same reasoning: rounding of assembled PSD matrices).
+PSD_RTOL = 1e-10
+#: Reciprocal condition number of the uniform information matrix (the most
+#: regular allocation's range) below which the problem is regularised by a ridge
+#: delta * I with delta = REG_RCOND * lambda_max: beyond ~1e12 the Cholesky-based
+#: gradients lose all digits that a 1e-8 gap certificate needs.
+REG_RCOND = 1e-12
+#: Below this reciprocal condition number (a few hundred ulps) the uniform
+#: information matrix is singular in floating point: every allocation is singular.
+SINGULAR_RCOND = 256 * EPS
