@@ -203,6 +203,7 @@ def posterior_weights_blocked(atoms, log_pi, x, lam, *, block_size=None, float32
     if not np.any(keep):
         raise ValueError("log_pi must have at least one finite entry (all prior weights are zero)")
     mu, lp = mu[keep], lp[keep]
+    mu_orig = mu
     K = mu.shape[0]
     xx = as_float_array(x, "x")
     if xx.ndim != 2 or xx.shape[1] != D:
@@ -244,7 +245,8 @@ def posterior_weights_blocked(atoms, log_pi, x, lam, *, block_size=None, float32
             slack = 50.0 + 2.0 * a * bound[rows].max(axis=1)
             rr, cc = np.nonzero(logits[rows] >= (rmax - slack)[:, None])
             ri = rows[rr]
-            diff = xc[ri] - mub[cc]
+            # Original coordinates: the centring itself rounds at the scale eps * |centre|.
+            diff = xx[ri] - mu_orig[start + cc]
             exact = np.einsum("ij,ij->i", diff, diff)
             logits[ri, cc] = lp[start + cc] - a * exact
         m_new = np.maximum(m_run, logits.max(axis=1))
@@ -467,7 +469,8 @@ def information_samples(
             bound = (D + 2) * eps_gemm * (nk[:, None] + nrm[None, start:stop])
             ri, ci = np.nonzero(A < (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * bound)
             if ri.size:
-                diff = mk[ri] - mu_c[start + ci]
+                # Original coordinates: the centring itself rounds at the scale eps * |centre|.
+                diff = mu_all[k[ri]] - mu_all[start + ci]
                 A[ri, ci] = np.einsum("ij,ij->i", diff, diff)
                 B[ri, ci] = np.einsum("ij,ij->i", draws.eps[ri], diff)
             inside = (k >= start) & (k < stop)
