@@ -454,7 +454,7 @@ class Schedule(abc.ABC):
         q = as_float_array(q, "q")
         if not np.all((q >= 0.0) & (q <= 1.0)):
             bad = q.ravel()[np.flatnonzero(~((q >= 0.0) & (q <= 1.0)).ravel())[0]]
-            raise ValueError(f"q must lie in [0, 1]; got {bad!r}")
+            raise ValueError(f"q must lie in [0, 1]; got {float(bad)!r}")
         return q
 
     def ppf(self, q):
