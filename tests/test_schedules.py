@@ -364,8 +364,12 @@ def test_truncate_renormalises(name):
     np.testing.assert_allclose(t.cdf(x), (s.cdf(x) - 0.2) / 0.7, rtol=0, atol=1e-12)
     assert abs(quad_mass(t) - 1.0) <= tol.DENSITY_INTEGRAL_ATOL
     assert t.pdf(0.5 * (lo + a)) == 0.0
-    tt = S.edm_lognormal().truncate(-1.0, 1.0)
-    assert isinstance(tt, S.TruncatedSchedule) and tt.untruncated is S.edm_lognormal().untruncated or True
+    # a truncated family re-truncates its untruncated law (no wrapper of a wrapper)
+    e = S.edm_lognormal()
+    tt = e.truncate(-1.0, 1.0)
+    assert isinstance(tt, S.TruncatedSchedule) and tt.untruncated is e.untruncated and tt.interval == (-1.0, 1.0)
+    ref = stats.truncnorm((-1 - 2.4) / 2.4, (1 - 2.4) / 2.4, loc=2.4, scale=2.4)
+    np.testing.assert_allclose(tt.cdf(np.linspace(-1, 1, 11)), ref.cdf(np.linspace(-1, 1, 11)), atol=1e-14)
 
 
 @pytest.mark.parametrize("bad", [(3.0, -3.0), (1.0, 1.0), (-20.0, 0.0), (float("nan"), 1.0)])
