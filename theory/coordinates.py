@@ -286,7 +286,7 @@ class Coordinate:
         if np.any(bad):
             first = u.ravel()[np.flatnonzero(bad.ravel())[0]]
             raise ValueError(
-                f"u must lie in the open domain ({lo}, {hi}) of coordinate {self.name!r}; got {first!r}"
+                f"u must lie in the open domain ({lo}, {hi}) of coordinate {self.name!r}; got {float(first)!r}"
             )
 
 

@@ -727,7 +727,9 @@ class TabulatedSchedule(Schedule):
         dx = np.diff(x)
         if np.any(dx <= 0):
             i = int(np.flatnonzero(dx <= 0)[0])
-            raise ValueError(f"knots must be strictly increasing; knots[{i}] = {x[i]!r} >= knots[{i + 1}] = {x[i + 1]!r}")
+            raise ValueError(
+                f"knots must be strictly increasing; knots[{i}] = {float(x[i])!r} >= knots[{i + 1}] = {float(x[i + 1])!r}"
+            )
         f = as_float_array(pdf_values, "pdf_values", ndim=1)
         if f.shape != x.shape:
             raise ValueError(f"pdf_values must have the shape of knots {x.shape}; got {f.shape}")

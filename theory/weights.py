@@ -126,7 +126,7 @@ class Weight:
             raise ValueError(f"weight {self.name!r} returned NaN")
         if np.any(val < 0):
             bad = val.ravel()[np.flatnonzero(val.ravel() < 0)[0]]
-            raise ValueError(f"weight {self.name!r} must be >= 0; got {bad!r}")
+            raise ValueError(f"weight {self.name!r} must be >= 0; got {float(bad)!r}")
         return val[()]
 
 
