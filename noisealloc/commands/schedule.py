@@ -1,0 +1,222 @@
+"""``noisealloc schedule``: an entropic training schedule from data or from measured losses.
+
+Examples::
+
+    noisealloc schedule --from-data dirac:K=5,D=1,sep=2 --rule sqrt-entropy --out s.json --plot s.png
+    noisealloc schedule --from-losses losses.csv --floor 0.05 --out s.json --plot s.png
+    noisealloc schedule --from-data digits --compare s.json builtins.json
+
+The schedule is the square-root entropic density p_u ∝ sqrt(h_u) (or the entropic
+density p_u ∝ h_u) in the chosen coordinate u (THEORY.md section 4 (b)),
+exported in the schedule format of ``noisealloc.theory.schedule_io``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+COORDINATE_CHOICES = ("lambda", "sigma", "log-sigma", "t", "t-linear", "t-cosine", "t-edm", "t-rf")
+
+
+def add_arguments(parser) -> None:
+    src = parser.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from-data", metavar="SPEC", help="data SPEC (see `noisealloc entropy --help`): dirac:..., "
+                     "gaussian:..., circle:..., digits, mnist[:PATH], npz:PATH")
+    src.add_argument("--from-losses", metavar="FILE.csv", help="per-level held-out losses of a trained model: one "
+                     "noise-level column (lam, sigma, t, ...) and one of loss_x0, loss_eps, loss_v; optional loss_se")
+    parser.add_argument("--rule", choices=("sqrt-entropy", "entropy"), default="sqrt-entropy")
+    parser.add_argument("--coordinate", choices=COORDINATE_CHOICES, default="lambda",
+                        help="coordinate of the learners and of the exported schedule (the square-root law depends on it)")
+    parser.add_argument("--lam-min", type=float, default=None, help="default -12 (data) or the measured range (losses)")
+    parser.add_argument("--lam-max", type=float, default=None, help="default 12 (data) or the measured range (losses)")
+    parser.add_argument("--levels", type=int, default=129, help="log-SNR levels of the profile (default 129)")
+    parser.add_argument("--samples", type=int, default=4096, help="Monte-Carlo samples per level where needed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--floor", type=float, default=0.0, metavar="EPS", help="uniform mixture weight in [0, 1)")
+    parser.add_argument("--compare", nargs="+", metavar="FILE.json", default=None,
+                        help="schedule files (one schedule or a collection) to rank by the independent-learner loss "
+                             "factor against this profile")
+    parser.add_argument("--out", metavar="FILE.json", help="write the schedule (noisealloc.schedule v1)")
+    parser.add_argument("--plot", metavar="FILE.png")
+
+
+def _profile_from_data(args):
+    from noisealloc.theory.datasets import load_data
+
+    lo = -12.0 if args.lam_min is None else args.lam_min
+    hi = 12.0 if args.lam_max is None else args.lam_max
+    from noisealloc.theory.errors import check_interval
+
+    lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
+    if args.levels < 3:
+        raise ValueError(f"--levels must be >= 3; got {args.levels}")
+    model = load_data(args.from_data)
+    lam = np.linspace(lo, hi, args.levels)
+    est = model.entropy_rate(lam, **_mc_options(model.entropy_rate, args.samples, args.seed))
+    return {"lam": lam, "h": np.asarray(est.value), "h_stderr": np.asarray(est.stderr), "method": est.method,
+            "source": {"data": args.from_data}}
+
+
+def _mc_options(method, n_samples: int, seed: int) -> dict:
+    """The Monte-Carlo options that ``method`` accepts (deterministic models take none)."""
+    import inspect
+
+    params = inspect.signature(method).parameters
+    opts = {"n_samples": n_samples, "rng": seed}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return opts
+    return {k: v for k, v in opts.items() if k in params}
+
+
+def _profile_from_losses(args):
+    from noisealloc.theory.loss_profiles import fit_mmse_profile, read_loss_csv
+
+    table = read_loss_csv(args.from_losses)
+    lo_m, hi_m = float(table.lam[0]), float(table.lam[-1])
+    lo = lo_m if args.lam_min is None else args.lam_min
+    hi = hi_m if args.lam_max is None else args.lam_max
+    if lo < lo_m - 1e-9 or hi > hi_m + 1e-9 or not lo < hi:
+        raise ValueError(f"[--lam-min, --lam-max] = [{lo}, {hi}] must be a non-empty part of the measured range "
+                         f"[{lo_m:.6g}, {hi_m:.6g}] of {args.from_losses} (a fitted MMSE is not extrapolated)")
+    prof = fit_mmse_profile(table.lam, table.loss, table.stderr, rng=args.seed)
+    lam = np.linspace(lo, hi, args.levels)
+    band = prof.band(lam, (0.025, 0.975))
+    return {"lam": lam, "h": prof.entropy_rate(lam), "band": band, "method": "monotone I-spline fit of log loss",
+            "measured": table, "profile": prof,
+            "source": {"losses": args.from_losses, **table.source, "fit": prof.info}}
+
+
+def compare_rows(profile, schedules, coordinate: str):
+    """Independent-learner loss factor of each schedule against the profile (Theorem 2).
+
+    Returns a list of ``(name, factor, mass_covered)``; the factor is infinite when
+    the schedule leaves part of the profile's interval untrained.
+    """
+    from noisealloc.theory.coordinates import get_coordinate
+    from noisealloc.theory.entropic import independent_learner_factor
+
+    c = get_coordinate(coordinate)
+    lam = np.linspace(profile["lam"][0], profile["lam"][-1], 4001)
+    h = np.interp(lam, profile["lam"], profile["h"])
+    u = c.from_lam(lam)
+    order = np.argsort(u)
+    u, h = u[order], h[order]
+    h_u = h * np.abs(c.dlam_du(u))
+    rows = []
+    for name, s in schedules.items():
+        s_u = s.to(c.name)
+        lo, hi = s_u.interval
+        inside = (u >= lo) & (u <= hi)
+        p = np.zeros_like(u)
+        p[inside] = s_u.pdf(u[inside])
+        covered = float(np.trapezoid(np.where(inside, h_u, 0.0), u) / np.trapezoid(h_u, u))
+        if np.all(p > 0):
+            factor = independent_learner_factor(u, h_u, p)
+        else:
+            factor = float("inf")
+        rows.append((name, factor, covered))
+    return rows
+
+
+def _load_any(path):
+    import json
+
+    from noisealloc.theory.schedule_io import load_json, load_schedules_json
+
+    with open(path) as fh:
+        fmt = json.load(fh).get("format")
+    if fmt == "noisealloc.schedules":
+        return load_schedules_json(path)
+    s = load_json(path)
+    return {s.name: s}
+
+
+def _plot(path, profile, schedule, args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from noisealloc.theory.coordinates import get_coordinate
+
+    c = get_coordinate(args.coordinate)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    lam = profile["lam"]
+    ax1.semilogy(lam, profile["h"], color="C0", label=r"$h(\lambda) = \frac{1}{2} e^\lambda\,\mathrm{mmse}(\lambda)$")
+    if "band" in profile:
+        ax1.fill_between(lam, profile["band"][0], profile["band"][1], color="C0", alpha=0.25,
+                         label="95% bootstrap band")
+        t = profile["measured"]
+        keep = (t.lam >= lam[0]) & (t.lam <= lam[-1])
+        ax1.semilogy(t.lam[keep], 0.5 * np.exp(t.lam[keep]) * t.loss[keep], "k.", ms=4,
+                     label=r"measured $\frac{1}{2} e^\lambda \times$ loss")
+    elif np.any(profile.get("h_stderr", 0) > 0):
+        se = profile["h_stderr"]
+        ax1.fill_between(lam, np.maximum(profile["h"] - 2 * se, 1e-300), profile["h"] + 2 * se, color="C0",
+                         alpha=0.25, label=r"$\pm 2$ s.e.")
+    ax1.set_xlabel(r"log-SNR $\lambda$")
+    ax1.set_ylabel(r"entropy rate $h(\lambda)$ [nats per unit $\lambda$]")
+    ax1.set_title("entropy-rate profile (" + profile["method"] + ")", fontsize=9)
+    ax1.legend(fontsize=8)
+    ax1.grid(alpha=0.3)
+    u = np.linspace(*schedule.interval, 1000)
+    ax2.plot(u, schedule.pdf(u), color="C1")
+    ax2.set_xlabel(c.label)
+    ax2.set_ylabel(f"density per unit of {c.name}")
+    ax2.set_title(f"{args.rule} schedule" + (f", floor {args.floor:g}" if args.floor else ""), fontsize=9)
+    ax2.grid(alpha=0.3)
+    fig.suptitle("noisealloc schedule: " + ", ".join(f"{k}={v}" for k, v in profile["source"].items()
+                                                     if k in ("data", "losses")), fontsize=10)
+    fig.tight_layout()
+    _savefig(fig, path)
+    plt.close(fig)
+
+
+def _savefig(fig, path):
+    import os
+    import tempfile
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def run(args) -> int:
+    from noisealloc import __version__
+    from noisealloc.theory.entropic import entropic_schedule
+    from noisealloc.theory.schedule_io import save_json
+
+    profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
+    schedule = entropic_schedule(profile["lam"], profile["h"], rule=args.rule, coordinate=args.coordinate,
+                                 floor=args.floor)
+    lam_mean = float(np.trapezoid(profile["lam"] * schedule.to("lambda").pdf(profile["lam"]), profile["lam"]))
+    print(f"{args.rule} schedule in {args.coordinate}: lam in [{profile['lam'][0]:g}, {profile['lam'][-1]:g}], "
+          f"{len(profile['lam'])} levels, profile method: {profile['method']}, mean lam {lam_mean:.3f}")
+    if args.out:
+        meta = {"rule": args.rule, "coordinate": args.coordinate, "floor": args.floor, "seed": args.seed,
+                "levels": args.levels, "method": profile["method"], "version": __version__,
+                **{k: v for k, v in profile["source"].items() if isinstance(v, (str, int, float, dict))}}
+        save_json(schedule, args.out, meta=meta)
+        print(f"wrote {args.out}")
+    if args.compare:
+        schedules = {f"{args.rule} (this profile)": schedule}
+        for path in args.compare:
+            schedules.update(_load_any(path))
+        rows = compare_rows(profile, schedules, args.coordinate)
+        print(f"\nindependent-learner loss factor in {args.coordinate} (1 = optimal sqrt law; ELBO weight, decoupled)")
+        print("note: heuristic schedules assume their own data scale (EDM: sigma_data = 0.5); no lambda shift applied")
+        print(f"{'schedule':<32} {'factor':>10} {'h mass covered':>15}")
+        for name, f, cov in sorted(rows, key=lambda r: r[1]):
+            print(f"{name:<32} {f:>10.4f} {cov:>15.2%}")
+    if args.plot:
+        _plot(args.plot, profile, schedule, args)
+        print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,87 @@
+"""``noisealloc schedule``: from data, from losses, comparison, export sampled by the numpy reader (issue 7)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from noisealloc.cli import main
+from noisealloc.theory import tolerances
+from noisealloc.theory.schedule_io import load_json, sample_from_table
+
+DATA = "dirac:K=4,D=1,sep=2,seed=0"
+
+
+def test_from_data_exports_a_schedule_that_the_numpy_reader_samples(tmp_path):
+    out, png = tmp_path / "s.json", tmp_path / "s.png"
+    assert main(["schedule", "--from-data", DATA, "--levels", "65", "--out", str(out), "--plot", str(png)]) == 0
+    assert png.stat().st_size > 10_000
+    table = json.loads(out.read_text())
+    assert table["meta"]["rule"] == "sqrt-entropy" and table["meta"]["data"] == DATA
+    x = sample_from_table(table, 100_000, rng=np.random.default_rng(11))
+    sched = load_json(out)
+    p = stats.kstest(x, sched.cdf).pvalue
+    assert p > tolerances.KS_ALPHA, f"KS rejects the numpy reader's samples: p = {p:.2e}"
+
+
+def test_from_losses_matches_from_data_when_losses_are_exact(tmp_path):
+    """A loss table holding the exact MMSE gives (nearly) the same schedule as the data route."""
+    from noisealloc.theory.datasets import load_data
+
+    model = load_data(DATA)
+    lam = np.linspace(-8, 8, 49)
+    mmse = model.mmse(lam).value
+    csv = tmp_path / "loss.csv"
+    csv.write_text("lam,loss_x0\n" + "\n".join(f"{l!r},{m!r}" for l, m in zip(lam.tolist(), mmse.tolist())) + "\n")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["schedule", "--from-losses", str(csv), "--out", str(a), "--plot", str(tmp_path / "a.png")]) == 0
+    assert main(["schedule", "--from-data", DATA, "--lam-min", "-8", "--lam-max", "8", "--out", str(b)]) == 0
+    sa, sb = load_json(a), load_json(b)
+    grid = np.linspace(-8, 8, 4001)
+    w1 = np.trapezoid(np.abs(sa.cdf(grid) - sb.cdf(grid)), grid)
+    assert w1 < 0.05, f"W1 between loss-fitted and exact schedules {w1:.3g}"
+
+
+def test_eps_parameterised_losses_give_the_same_schedule(tmp_path):
+    lam = np.linspace(-6, 6, 31)
+    mmse = 1.0 / (1.0 + np.exp(lam))  # Gaussian, s = 1
+    x0 = tmp_path / "x0.csv"
+    eps = tmp_path / "eps.csv"
+    x0.write_text("lam,loss_x0\n" + "\n".join(f"{l!r},{m!r}" for l, m in zip(lam.tolist(), mmse.tolist())))
+    eps.write_text("lam,loss_eps\n" + "\n".join(f"{l!r},{float(m * np.exp(l))!r}" for l, m in zip(lam.tolist(), mmse.tolist())))
+    for f in (x0, eps):
+        assert main(["schedule", "--from-losses", str(f), "--out", str(f.with_suffix(".json"))]) == 0
+    np.testing.assert_allclose(load_json(x0.with_suffix(".json")).pdf_values,
+                               load_json(eps.with_suffix(".json")).pdf_values, rtol=1e-6)
+
+
+def test_compare_ranks_the_sqrt_law_first(tmp_path, capsys):
+    builtins = tmp_path / "b.json"
+    assert main(["schedules", "--out", str(builtins)]) == 0
+    capsys.readouterr()
+    assert main(["schedule", "--from-data", DATA, "--levels", "65", "--compare", str(builtins)]) == 0
+    lines = [l for l in capsys.readouterr().out.splitlines() if l[:1].isalpha() and l.split()[-1].endswith("%")]
+    factors = {l.rsplit(None, 2)[0].strip(): float(l.rsplit(None, 2)[1]) for l in lines}
+    best = min(factors, key=factors.get)
+    assert best.startswith("sqrt-entropy"), factors
+    # Not exactly 1: the factor integrates on a 4001-point grid with h interpolated between the 65 profile
+    # levels, while the schedule is piecewise linear in sqrt(h) between them.
+    assert abs(factors[best] - 1.0) < 1e-3
+    assert all(f >= 1.0 - 1e-9 for f in factors.values())
+
+
+def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("lam,loss_x0\n0,1\n1,-1\n2,0.5\n")
+    assert main(["schedule", "--from-losses", str(csv)]) == 2
+    err = capsys.readouterr().err
+    assert "row 3, column 'loss_x0'" in err and "Traceback" not in err
+    assert main(["schedule", "--from-losses", str(tmp_path / "missing.csv")]) == 2
+    assert "not found" in capsys.readouterr().err
+    good = tmp_path / "good.csv"
+    good.write_text("lam,loss_x0\n0,1\n1,0.7\n2,0.5\n")
+    assert main(["schedule", "--from-losses", str(good), "--lam-min", "-5"]) == 2
+    assert "measured range" in capsys.readouterr().err

@@ -1,0 +1,161 @@
+"""Entropic schedules, the independent-learner factor and the online estimator (issue 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from noisealloc.theory.coordinates import get_coordinate
+from noisealloc.theory.entropic import entropic_pdf_values, entropic_schedule, independent_learner_factor
+from noisealloc.theory.online import EntropyRateEstimator, tv_distance_piecewise_linear
+
+LAM = np.linspace(-10, 10, 201)
+
+
+def _gauss_h(lam, s):
+    # THEORY.md section 2, written out independently of the library.
+    e = np.exp(lam)[:, None]
+    return 0.5 * np.sum(e * s / (1 + e * s), axis=1)
+
+
+@given(s=st.lists(st.floats(0.01, 10), min_size=1, max_size=3).map(np.array),
+       coord=st.sampled_from(["lambda", "log-sigma", "t-edm", "t-linear"]))
+def test_sqrt_law_is_optimal_and_coordinate_covariant(s, coord):
+    """Theorem 2: the sqrt-entropic density minimises the independent-learner factor (= 1) in its own coordinate,
+    and the law in u moved to lambda equals p_lambda ∝ sqrt(h |du/dlam|) (not sqrt(h))."""
+    h = _gauss_h(LAM, s)
+    u, p = entropic_pdf_values(LAM, h, coordinate=coord)
+    c = get_coordinate(coord)
+    lam_u = c.to_lam(u)
+    h_u = np.interp(lam_u, LAM, h) * np.abs(c.dlam_du(u))
+    f_opt = independent_learner_factor(u, h_u, p)
+    assert abs(f_opt - 1.0) < 1e-9
+    # Any perturbation loses (Cauchy-Schwarz): multiply by a positive bump.
+    bump = 1.0 + 0.5 * np.sin(np.linspace(0, 3, u.size)) ** 2
+    assert independent_learner_factor(u, h_u, p * bump) > 1.0 + 1e-6
+    # Covariance: the u-law moved to lambda is proportional to sqrt(h * |du/dlam|).
+    sched = entropic_schedule(LAM, h, coordinate=coord)
+    lam_mid = LAM[20:-20]
+    p_lam = sched.to("lambda").pdf(lam_mid)
+    expected = np.sqrt(h[20:-20] * np.abs(c.du_dlam(lam_mid)))
+    ratio = p_lam / expected
+    # piecewise-linear interpolation in u: agreement to the interpolation error of a 201-point grid
+    assert np.max(np.abs(ratio / np.median(ratio) - 1)) < 2e-2
+
+
+def test_sqrt_law_in_lambda_differs_from_law_in_sigma():
+    """The square-root law is not invariant under a change of coordinate (THEORY.md 4 (b))."""
+    h = _gauss_h(LAM, np.array([1.0]))
+    a = entropic_schedule(LAM, h, coordinate="lambda").to("lambda")
+    b = entropic_schedule(LAM, h, coordinate="log-sigma").to("lambda")
+    # log-sigma is affine in lambda, so these agree ...
+    np.testing.assert_allclose(a.pdf(LAM[1:-1]), b.pdf(LAM[1:-1]), rtol=1e-10)
+    c = entropic_schedule(LAM, h, coordinate="t-edm").to("lambda")
+    # ... while the EDM time is not, and the law moves.
+    assert np.max(np.abs(c.pdf(LAM[5:-5]) / a.pdf(LAM[5:-5]) - 1)) > 0.1
+
+
+def test_floor_mixes_uniform_and_rules():
+    h = _gauss_h(LAM, np.array([2.0]))
+    u, p0 = entropic_pdf_values(LAM, h)
+    _, p1 = entropic_pdf_values(LAM, h, floor=0.2)
+    np.testing.assert_allclose(p1, 0.8 * p0 + 0.2 / (u[-1] - u[0]), rtol=1e-13)
+    _, pe = entropic_pdf_values(LAM, h, rule="entropy")
+    np.testing.assert_allclose(pe, h / np.trapezoid(h, LAM), rtol=1e-12)
+
+
+def test_extreme_profiles_stay_finite():
+    lam = np.linspace(-50, 50, 1001)
+    h = 0.5 * np.exp(lam - np.logaddexp(0, lam))  # Gaussian s = 1, spans e^-50 .. 0.5
+    u, p = entropic_pdf_values(lam, h)
+    assert np.all(np.isfinite(p)) and np.all(p > 0)
+    assert abs(np.trapezoid(p, u) - 1) < 1e-12
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(lam=[0, 1, 1], h=[1, 1, 1]), "strictly increasing"),
+    (dict(lam=[0, 1, 2], h=[1, -1, 1]), "h must be >= 0"),
+    (dict(lam=[0, 1, 2], h=[1, np.nan, 1]), "h must be finite"),
+    (dict(lam=[0, 1, 2], h=[1, 1, 1], rule="cube-root"), "rule must be one of"),
+    (dict(lam=[0, 1, 2], h=[1, 1, 1], floor=1.0), r"floor must lie in \[0, 1\)"),
+    (dict(lam=[0, 1, 2], h=[0, 1, 0]), "pass floor > 0"),
+    (dict(lam=[0, 1, 2], h=[1, 1, 1], coordinate="beta"), "coordinate must be one of"),
+])
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        entropic_pdf_values(**kwargs)
+
+
+def test_tv_distance_matches_quadrature():
+    from scipy.integrate import quad
+
+    rng = np.random.default_rng(0)
+    u = np.sort(rng.uniform(0, 3, 9))
+    p, q = rng.uniform(0.1, 2, (2, 9))
+    d = p - q
+    cross = d[:-1] * d[1:] < 0
+    roots = u[:-1][cross] + np.diff(u)[cross] * d[:-1][cross] / (d[:-1][cross] - d[1:][cross])
+    ref = 0.5 * quad(lambda x: abs(np.interp(x, u, p) - np.interp(x, u, q)), u[0], u[-1],
+                     points=np.sort(np.r_[u[1:-1], roots]), limit=500, epsabs=1e-14)[0]
+    assert abs(tv_distance_piecewise_linear(u, p, q) - ref) < 1e-11
+
+
+# ---- online estimator ---------------------------------------------------------------
+
+def _stream(rng, s, n_batches, batch=256, lam_min=-8.0, lam_max=8.0, noise=True):
+    """Per-example x0 losses of the exact Gaussian-manifold denoiser: |r|^2 with r_i ~ N(0, mmse_i)."""
+    for _ in range(n_batches):
+        lam = rng.uniform(lam_min, lam_max, batch)
+        mm = s[None, :] / (1 + np.exp(lam)[:, None] * s[None, :])
+        loss = np.sum(mm * rng.standard_normal((batch, s.size)) ** 2, axis=1) if noise else mm.sum(1)
+        yield lam, loss
+
+
+@settings(max_examples=15)
+@given(max_change=st.floats(0.01, 0.5), floor=st.floats(0.0, 0.3), seed=st.integers(0, 2**16),
+       forgetting=st.floats(0.5, 1.0))
+def test_online_schedule_never_moves_more_than_max_change(max_change, floor, seed, forgetting):
+    rng = np.random.default_rng(seed)
+    est = EntropyRateEstimator(-8, 8, n_bins=16, floor=floor, max_change=max_change, forgetting=forgetting,
+                               knots=65)
+    prev = est.pdf_values
+    for lam, loss in _stream(rng, np.array([1.0, 0.1]), 12, batch=64):
+        est.update(lam, loss)
+        sched = est.schedule()
+        now = sched.pdf_values
+        tv = tv_distance_piecewise_linear(est.knots, now, prev)
+        assert tv <= max_change * (1 + 1e-9) + 1e-12, (tv, max_change)
+        prev = now
+
+
+def test_online_estimator_converges_to_the_exact_profile():
+    s = np.array([1.0, 0.1])
+    rng = np.random.default_rng(5)
+    est = EntropyRateEstimator(-8, 8, n_bins=32, floor=0.0, max_change=1.0, forgetting=1.0, knots=129)
+    for lam, loss in _stream(rng, s, 400, batch=512):
+        est.update(lam, loss)
+    sched = est.schedule()
+    exact = entropic_schedule(est.knots, _gauss_h(est.knots, s))
+    lam = np.linspace(-8, 8, 2001)
+    w1 = np.trapezoid(np.abs(sched.cdf(lam) - exact.cdf(lam)), lam)
+    assert w1 < 0.1, f"W1 to the exact sqrt-entropic schedule {w1:.3g}"
+
+
+def test_online_estimator_is_deterministic_and_validates():
+    runs = []
+    for _ in range(2):
+        est = EntropyRateEstimator(-8, 8, n_bins=8)
+        for lam, loss in _stream(np.random.default_rng(1), np.array([1.0]), 5):
+            est.update(lam, loss)
+        runs.append(est.schedule().pdf_values)
+    np.testing.assert_array_equal(*runs)
+    est = EntropyRateEstimator(-8, 8)
+    with pytest.raises(ValueError, match=r"lam must lie in \[-8.0, 8.0\]"):
+        est.update([9.0], [1.0])
+    with pytest.raises(ValueError, match="loss must be >= 0"):
+        est.update([0.0], [-1.0])
+    with pytest.raises(ValueError, match="max_change must lie in"):
+        EntropyRateEstimator(max_change=0)
+    with pytest.raises(ValueError, match="parameterisation must be one of"):
+        EntropyRateEstimator(parameterisation="score")
