@@ -130,12 +130,111 @@ def _weights_stage(y_bits, p_buf, s_buf, e_buf, n):
         e_buf[j] = 0.0 if s_buf[j] <= EXP_CUTOFF else v
 
 
+@jit
+def _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf):
+    """All levels for one row: logits, running max, exp, sums; merge into the state of row ``i``."""
+    kb = Arow.shape[0]
+    n_lev = a_lev.shape[0]
+    chunk = s_buf.shape[0]
+    y_bits = y_buf.view(np.int64)
+    for t in range(n_lev):
+        a = a_lev[t]
+        b = b_lev[t]
+        mx0 = mx1 = mx2 = mx3 = -np.inf
+        j = 0
+        while j + 4 <= kb:
+            l0 = c[j] - a * Arow[j] - b * Brow[j]
+            l1 = c[j + 1] - a * Arow[j + 1] - b * Brow[j + 1]
+            l2 = c[j + 2] - a * Arow[j + 2] - b * Brow[j + 2]
+            l3 = c[j + 3] - a * Arow[j + 3] - b * Brow[j + 3]
+            l_buf[j] = l0
+            l_buf[j + 1] = l1
+            l_buf[j + 2] = l2
+            l_buf[j + 3] = l3
+            mx0 = l0 if l0 > mx0 else mx0
+            mx1 = l1 if l1 > mx1 else mx1
+            mx2 = l2 if l2 > mx2 else mx2
+            mx3 = l3 if l3 > mx3 else mx3
+            j += 4
+        while j < kb:
+            l0 = c[j] - a * Arow[j] - b * Brow[j]
+            l_buf[j] = l0
+            mx0 = l0 if l0 > mx0 else mx0
+            j += 1
+        mb = max(max(mx0, mx1), max(mx2, mx3))
+        m_old = m_st[t, i]
+        m_new = mb if mb > m_old else m_old
+        zb = 0.0
+        tb = 0.0
+        ub = 0.0
+        # Count the terms above the cutoff (a vectorised integer sum); when few survive -- high
+        # SNR, where the posterior has resolved the atom -- a scalar pass over them is cheaper.
+        cut = m_new + EXP_CUTOFF
+        alive = 0
+        for j in range(kb):
+            alive += l_buf[j] > cut
+        if alive * _SPARSE_RATIO <= kb:
+            for j in range(kb):
+                if l_buf[j] > cut:
+                    sj = l_buf[j] - m_new
+                    ej = math.exp(sj)
+                    zb += ej
+                    tb += ej * sj
+                    ub += ej * Arow[j]
+            j0_start = kb
+        else:
+            j0_start = 0
+        for j0 in range(j0_start, kb, chunk):
+            nc = min(chunk, kb - j0)
+            _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
+            _weights_stage(y_bits, p_buf, s_buf, e_buf, nc)
+            # Four independent accumulators: a single running sum is latency-bound
+            # (fastmath=False forbids the compiler to reassociate it).
+            z0 = z1 = z2 = z3 = 0.0
+            t0 = t1 = t2 = t3 = 0.0
+            u0 = u1 = u2 = u3 = 0.0
+            j = 0
+            while j + 4 <= nc:
+                z0 += e_buf[j]
+                z1 += e_buf[j + 1]
+                z2 += e_buf[j + 2]
+                z3 += e_buf[j + 3]
+                t0 += e_buf[j] * s_buf[j]
+                t1 += e_buf[j + 1] * s_buf[j + 1]
+                t2 += e_buf[j + 2] * s_buf[j + 2]
+                t3 += e_buf[j + 3] * s_buf[j + 3]
+                u0 += e_buf[j] * Arow[j0 + j]
+                u1 += e_buf[j + 1] * Arow[j0 + j + 1]
+                u2 += e_buf[j + 2] * Arow[j0 + j + 2]
+                u3 += e_buf[j + 3] * Arow[j0 + j + 3]
+                j += 4
+            while j < nc:
+                z0 += e_buf[j]
+                t0 += e_buf[j] * s_buf[j]
+                u0 += e_buf[j] * Arow[j0 + j]
+                j += 1
+            zb += (z0 + z1) + (z2 + z3)
+            tb += (t0 + t1) + (t2 + t3)
+            ub += (u0 + u1) + (u2 + u3)
+        if m_old == -np.inf:
+            z_st[t, i] = zb
+            t_st[t, i] = tb
+            u_st[t, i] = ub
+        else:
+            d = m_old - m_new
+            f = math.exp(d)
+            z_old = z_st[t, i]
+            z_st[t, i] = z_old * f + zb
+            t_st[t, i] = (t_st[t, i] + d * z_old) * f + tb
+            u_st[t, i] = u_st[t, i] * f + ub
+        m_st[t, i] = m_new
+
+
 @jit(parallel=True)
 def level_pass_numba(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):
     """Compiled kernel; see the module docstring.  Arrays (C-contiguous float64): A, B (n, Kb);
     c (Kb,); a_lev, b_lev (L,); state m_st, z_st, t_st, u_st (L, n), updated in place."""
     n, kb = A.shape
-    n_lev = a_lev.shape[0]
     chunk = min(_CHUNK, kb)
     for i in prange(n):
         l_buf = np.empty(kb)
@@ -143,98 +242,55 @@ def level_pass_numba(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):
         p_buf = np.empty(chunk)
         y_buf = np.empty(chunk)
         e_buf = np.empty(chunk)
-        y_bits = y_buf.view(np.int64)
-        for t in range(n_lev):
-            a = a_lev[t]
-            b = b_lev[t]
-            mx0 = mx1 = mx2 = mx3 = -np.inf
-            j = 0
-            while j + 4 <= kb:
-                l0 = c[j] - a * A[i, j] - b * B[i, j]
-                l1 = c[j + 1] - a * A[i, j + 1] - b * B[i, j + 1]
-                l2 = c[j + 2] - a * A[i, j + 2] - b * B[i, j + 2]
-                l3 = c[j + 3] - a * A[i, j + 3] - b * B[i, j + 3]
-                l_buf[j] = l0
-                l_buf[j + 1] = l1
-                l_buf[j + 2] = l2
-                l_buf[j + 3] = l3
-                mx0 = l0 if l0 > mx0 else mx0
-                mx1 = l1 if l1 > mx1 else mx1
-                mx2 = l2 if l2 > mx2 else mx2
-                mx3 = l3 if l3 > mx3 else mx3
-                j += 4
-            while j < kb:
-                l0 = c[j] - a * A[i, j] - b * B[i, j]
-                l_buf[j] = l0
-                mx0 = l0 if l0 > mx0 else mx0
-                j += 1
-            mb = max(max(mx0, mx1), max(mx2, mx3))
-            m_old = m_st[t, i]
-            m_new = mb if mb > m_old else m_old
-            zb = 0.0
-            tb = 0.0
-            ub = 0.0
-            # Count the terms above the cutoff (a vectorised integer sum); when few survive -- high
-            # SNR, where the posterior has resolved the atom -- a scalar pass over them is cheaper.
-            cut = m_new + EXP_CUTOFF
-            alive = 0
-            for j in range(kb):
-                alive += l_buf[j] > cut
-            if alive * _SPARSE_RATIO <= kb:
-                for j in range(kb):
-                    if l_buf[j] > cut:
-                        sj = l_buf[j] - m_new
-                        ej = math.exp(sj)
-                        zb += ej
-                        tb += ej * sj
-                        ub += ej * A[i, j]
-                j0_start = kb
-            else:
-                j0_start = 0
-            for j0 in range(j0_start, kb, chunk):
-                nc = min(chunk, kb - j0)
-                _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
-                _weights_stage(y_bits, p_buf, s_buf, e_buf, nc)
-                # Four independent accumulators: a single running sum is latency-bound
-                # (fastmath=False forbids the compiler to reassociate it).
-                z0 = z1 = z2 = z3 = 0.0
-                t0 = t1 = t2 = t3 = 0.0
-                u0 = u1 = u2 = u3 = 0.0
-                j = 0
-                while j + 4 <= nc:
-                    z0 += e_buf[j]
-                    z1 += e_buf[j + 1]
-                    z2 += e_buf[j + 2]
-                    z3 += e_buf[j + 3]
-                    t0 += e_buf[j] * s_buf[j]
-                    t1 += e_buf[j + 1] * s_buf[j + 1]
-                    t2 += e_buf[j + 2] * s_buf[j + 2]
-                    t3 += e_buf[j + 3] * s_buf[j + 3]
-                    u0 += e_buf[j] * A[i, j0 + j]
-                    u1 += e_buf[j + 1] * A[i, j0 + j + 1]
-                    u2 += e_buf[j + 2] * A[i, j0 + j + 2]
-                    u3 += e_buf[j + 3] * A[i, j0 + j + 3]
-                    j += 4
-                while j < nc:
-                    z0 += e_buf[j]
-                    t0 += e_buf[j] * s_buf[j]
-                    u0 += e_buf[j] * A[i, j0 + j]
-                    j += 1
-                zb += (z0 + z1) + (z2 + z3)
-                tb += (t0 + t1) + (t2 + t3)
-                ub += (u0 + u1) + (u2 + u3)
-            if m_old == -np.inf:
-                z_st[t, i] = zb
-                t_st[t, i] = tb
-                u_st[t, i] = ub
-            else:
-                d = m_old - m_new
-                f = math.exp(d)
-                z_old = z_st[t, i]
-                z_st[t, i] = z_old * f + zb
-                t_st[t, i] = (t_st[t, i] + d * z_old) * f + tb
-                u_st[t, i] = u_st[t, i] * f + ub
-            m_st[t, i] = m_new
+        _row_levels(A[i], B[i], c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf)
+
+
+@jit(parallel=True)
+def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+                    c, a_lev, b_lev, m_st, z_st, t_st, u_st):
+    """Compiled kernel working from the GEMM output directly (no distance matrices in memory).
+
+    ``G`` (2n, Kb): rows ``0..n-1`` hold ``mu_k . mu_j`` and rows ``n..2n-1`` hold ``eps . mu_j``
+    (centred atoms).  Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0),
+    ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
+    (near-duplicates, where the expansion loses its relative accuracy) are recomputed from the
+    original ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.
+    Then :func:`_row_levels`.
+    """
+    n2, kb = G.shape
+    n = n2 // 2
+    dim = atoms.shape[1]
+    chunk = min(_CHUNK, kb)
+    for i in prange(n):
+        Arow = np.empty(kb)
+        Brow = np.empty(kb)
+        l_buf = np.empty(kb)
+        s_buf = np.empty(chunk)
+        p_buf = np.empty(chunk)
+        y_buf = np.empty(chunk)
+        e_buf = np.empty(chunk)
+        nki = nk[i]
+        eki = ek[i]
+        for j in range(kb):
+            a = nki + nrm[j] - 2.0 * G[i, j]
+            Arow[j] = a if a > 0.0 else 0.0
+            Brow[j] = eki - G[n + i, j]
+        kg = k_global[i]
+        for j in range(kb):
+            if Arow[j] < refine_factor * (nki + nrm[j]):
+                aa = 0.0
+                bb = 0.0
+                for d in range(dim):
+                    diff = atoms[kg, d] - atoms[start + j, d]
+                    aa += diff * diff
+                    bb += eps[i, d] * diff
+                Arow[j] = aa
+                Brow[j] = bb
+        kl = k_local[i]
+        if kl >= 0 and kl < kb:
+            Arow[kl] = 0.0
+            Brow[kl] = 0.0
+        _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf)
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

@@ -140,6 +140,7 @@ def load_mnist(path=None, *, scale: str = "symmetric") -> tuple[np.ndarray, np.n
     ValueError
         If a file's IDX magic number, dimensions or length is wrong.
     """
+    check_choice(scale, "scale", SCALES)
     directory = _mnist_dir(path)
     arrays = {}
     for key, (name, magic, shape) in MNIST_FILES.items():
@@ -164,6 +165,7 @@ def load_digits(*, scale: str = "symmetric") -> tuple[np.ndarray, np.ndarray]:
     images : ndarray, shape (1797, 64), float64
     labels : ndarray, shape (1797,), int64
     """
+    check_choice(scale, "scale", SCALES)
     from sklearn.datasets import load_digits as _sk_load_digits
 
     bunch = _sk_load_digits()
@@ -294,6 +296,15 @@ def _load_npz(spec: str, path: str):
     )
 
 
+def _model_class(spec: str, module: str, name: str):
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"noisealloc.theory.{module}"), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"data spec {spec!r} needs noisealloc.theory.{module}.{name}, which is not available: {exc}") from exc
+
+
 def load_data(spec: str):
     """Build the data model named by a SPEC string (table in the module docstring).
 
@@ -313,32 +324,21 @@ def load_data(spec: str):
     parsed = parse_spec(spec)
     kind, opt = parsed.kind, parsed.options
     if kind == "dirac":
-        from noisealloc.theory.dirac import DiracMixture
-
-        return DiracMixture(*dirac_atoms(**opt))
+        return _model_class(spec, "dirac", "DiracMixture")(*dirac_atoms(**opt))
     if kind == "gaussian":
-        from noisealloc.theory.gaussian import GaussianManifold
-
-        return GaussianManifold(*gaussian_parameters(**opt))
+        return _model_class(spec, "gaussian", "GaussianManifold")(*gaussian_parameters(**opt))
     if kind == "circle":
-        from noisealloc.theory.manifolds import Circle
-
+        Circle = _model_class(spec, "manifolds", "Circle")
         if opt["D"] < 2:
             raise _spec_error(spec, f"circle needs D >= 2; got D={opt['D']}")
         if not (np.isfinite(opt["r"]) and opt["r"] > 0):
             raise _spec_error(spec, f"circle needs r > 0; got r={opt['r']}")
         return Circle(radius=opt["r"], dim=opt["D"])
     if kind in ("digits", "mnist"):
-        from noisealloc.theory.dirac import DiracMixture
-
         images, _ = load_digits() if kind == "digits" else load_mnist(parsed.path)
-        return DiracMixture(images, None)
+        return _model_class(spec, "dirac", "DiracMixture")(images, None)
     # npz
     what, arrays = _load_npz(spec, parsed.path)
     if what == "dirac":
-        from noisealloc.theory.dirac import DiracMixture
-
-        return DiracMixture(*arrays)
-    from noisealloc.theory.gaussian import GaussianManifold
-
-    return GaussianManifold(*arrays)
+        return _model_class(spec, "dirac", "DiracMixture")(*arrays)
+    return _model_class(spec, "gaussian", "GaussianManifold")(*arrays)

@@ -441,6 +441,7 @@ def information_samples(
     ek = np.einsum("ij,ij->i", draws.eps, mk)
     dtype = np.float32 if float32_distances else np.float64
     stacked = np.vstack([mk, draws.eps]).astype(dtype)
+    mu_cd = mu_c.astype(dtype, copy=False)
     eps_gemm = _EPS32 if float32_distances else _EPS
     log_w = np.log(w)
     a_lev = np.exp(lam_arr) / 2.0
@@ -451,7 +452,6 @@ def information_samples(
     t_st = np.zeros((L, n))
     u_st = np.zeros((L, n))
     use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
-    level_pass = kern.level_pass_numba if use_numba else kern.level_pass_numpy
     rows = np.arange(n)
     t_gemm = t_pass = 0.0
     bar = _progress(K, progress, "posterior")
@@ -459,25 +459,29 @@ def information_samples(
         for start in range(0, K, bs):
             stop = min(K, start + bs)
             t0 = time.perf_counter()
-            g = stacked @ mu_c[start:stop].astype(dtype).T
+            g = stacked @ mu_cd[start:stop].T
             t1 = time.perf_counter()
-            g = g.astype(np.float64, copy=False)
-            A = nk[:, None] + nrm[None, start:stop] - 2.0 * g[:n]
-            np.maximum(A, 0.0, out=A)
-            B = ek[:, None] - g[n:]
-            # Near-duplicate atoms: recompute the small squared distances directly.
-            bound = (D + 2) * eps_gemm * (nk[:, None] + nrm[None, start:stop])
-            ri, ci = np.nonzero(A < (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * bound)
-            if ri.size:
-                # Original coordinates: the centring itself rounds at the scale eps * |centre|.
-                diff = mu_all[k[ri]] - mu_all[start + ci]
-                A[ri, ci] = np.einsum("ij,ij->i", diff, diff)
-                B[ri, ci] = np.einsum("ij,ij->i", draws.eps[ri], diff)
-            inside = (k >= start) & (k < stop)
-            A[rows[inside], k[inside] - start] = 0.0  # the true atom: exactly zero distance
-            B[rows[inside], k[inside] - start] = 0.0
-            level_pass(np.ascontiguousarray(A), np.ascontiguousarray(B), log_w[start:stop].copy(),
-                       a_lev, b_lev, m_st, z_st, t_st, u_st)
+            refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
+            if use_numba:
+                # Distances assembled row by row inside the kernel: no (n x Kb) temporaries.
+                kern.level_pass_gram(g, nk, nrm[start:stop], ek, k - start, refine, mu_all, k, draws.eps, start,
+                                     log_w[start:stop].copy(), a_lev, b_lev, m_st, z_st, t_st, u_st)
+            else:
+                g = g.astype(np.float64, copy=False)
+                A = nk[:, None] + nrm[None, start:stop] - 2.0 * g[:n]
+                np.maximum(A, 0.0, out=A)
+                B = ek[:, None] - g[n:]
+                # Near-duplicate atoms: recompute the small squared distances directly.
+                ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm[None, start:stop]))
+                if ri.size:
+                    # Original coordinates: the centring itself rounds at the scale eps * |centre|.
+                    diff = mu_all[k[ri]] - mu_all[start + ci]
+                    A[ri, ci] = np.einsum("ij,ij->i", diff, diff)
+                    B[ri, ci] = np.einsum("ij,ij->i", draws.eps[ri], diff)
+                inside = (k >= start) & (k < stop)
+                A[rows[inside], k[inside] - start] = 0.0  # the true atom: exactly zero distance
+                B[rows[inside], k[inside] - start] = 0.0
+                kern.level_pass_numpy(A, B, log_w[start:stop], a_lev, b_lev, m_st, z_st, t_st, u_st)
             t2 = time.perf_counter()
             t_gemm += t1 - t0
             t_pass += t2 - t1
