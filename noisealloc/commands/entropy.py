@@ -176,6 +176,7 @@ def compute(args) -> dict:
             "rule": "trapezoid on the lam grid + left tail 1/2 e^lam_min mmse(lam_min)",
             "value": b["trapezoid"],
             "discretisation_error_estimate": abs(b["trapezoid"] - b["simpson"]),
+            "abs_error": abs(b["trapezoid"] - H_pi),
             "left_tail_bound": 0.5 * np.exp(lam[0]) * max(total_var - mmse[0], 0.0),
             "rate_at_lam_max": float(h_end),
             "z": (b["trapezoid"] - H_pi) / se if se > 0 else None,

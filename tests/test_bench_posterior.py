@@ -1,0 +1,25 @@
+"""``noisealloc bench posterior`` runs on a tiny profile and prints its lines (no timing assertions)."""
+
+from __future__ import annotations
+
+import re
+
+from noisealloc.cli import main
+
+
+def test_bench_posterior_tiny_profile(mnist_dir, capsys):
+    code = main(["bench", "posterior", "--mnist", str(mnist_dir), "--atoms", "300", "--levels", "4",
+                 "--samples", "8", "--repeat", "1"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "K=300 D=784, samples=8, levels=4" in out
+    assert re.search(r"profile \(noisealloc entropy without file I/O\): [0-9.]+ s", out)
+    assert "baseline 1, the GEMMs the profile performs: 1 x (16 x 784)(784 x 300)" in out
+    assert "baseline 2, the GEMMs a naive per-level implementation needs: 4 x (8 x 784)(784 x 300)" in out
+    assert re.search(r"ratio profile / baseline 1 = [0-9.]+", out)
+    assert re.search(r"ratio profile / baseline 2 = [0-9.]+", out)
+
+
+def test_bench_posterior_bad_input(mnist_dir, capsys):
+    assert main(["bench", "posterior", "--mnist", str(mnist_dir), "--levels", "2"]) == 2
+    assert "--levels must be >= 3" in capsys.readouterr().err
