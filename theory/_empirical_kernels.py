@@ -2,16 +2,19 @@
 
 One kernel, two implementations with the same contract:
 
-* :func:`level_pass_numba` -- compiled through :func:`noisealloc.theory._numba.jit`;
-  rows in parallel, every level per row while the row's distances sit in cache,
-  and a branch-free, vectorisable ``exp`` (Cody-Waite reduction + degree-13
-  Taylor polynomial, ~2 ulp) because numba's scalar ``math.exp`` was the
+* :func:`level_pass_gram` -- compiled through :func:`noisealloc.theory._numba.jit`;
+  rows in parallel; each row's squared distances are assembled from the GEMM
+  output and then every level is processed while the row sits in cache; a
+  branch-free, vectorisable ``exp`` (``2**(k/64)`` table + degree-5 Taylor
+  polynomial, <= 2 ulp) replaces numba's scalar ``math.exp``, which was the
   bottleneck (about 5 ns per call on the development machine, where no SVML is
-  available).
+  available); levels where at most 1/8 of the terms survive the cutoff (high
+  SNR) take a scalar pass over the survivors instead.
 * :func:`level_pass_numpy` -- the same arithmetic in plain numpy with ``np.exp``;
   the reference the tests compare the compiled kernel with.
 
-Contract (both): for one block of atoms with logits
+Contract (both; the compiled kernel first builds ``A`` and ``B`` from the GEMM output): for one
+block of atoms with logits
 
 .. math::
 
@@ -37,7 +40,7 @@ import numpy as np
 
 from noisealloc.theory._numba import jit, prange
 
-__all__ = ["EXP_CUTOFF", "level_pass_numba", "level_pass_numpy", "exp_nonpositive"]
+__all__ = ["EXP_CUTOFF", "level_pass_gram", "level_pass_numpy", "exp_nonpositive"]
 
 #: Shifted logits below this are treated as exp(.) = 0 (exp(-708) ~ 3.3e-308, the normal-number floor).
 EXP_CUTOFF = -708.0
@@ -231,21 +234,6 @@ def _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s
 
 
 @jit(parallel=True)
-def level_pass_numba(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):
-    """Compiled kernel; see the module docstring.  Arrays (C-contiguous float64): A, B (n, Kb);
-    c (Kb,); a_lev, b_lev (L,); state m_st, z_st, t_st, u_st (L, n), updated in place."""
-    n, kb = A.shape
-    chunk = min(_CHUNK, kb)
-    for i in prange(n):
-        l_buf = np.empty(kb)
-        s_buf = np.empty(chunk)
-        p_buf = np.empty(chunk)
-        y_buf = np.empty(chunk)
-        e_buf = np.empty(chunk)
-        _row_levels(A[i], B[i], c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf)
-
-
-@jit(parallel=True)
 def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
                     c, a_lev, b_lev, m_st, z_st, t_st, u_st):
     """Compiled kernel working from the GEMM output directly (no distance matrices in memory).
@@ -294,7 +282,7 @@ def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):
-    """Pure-numpy kernel with the contract of :func:`level_pass_numba` (``np.exp``, no cutoff)."""
+    """Pure-numpy kernel (``np.exp``, no cutoff) from the distance matrices ``A``, ``B`` (n, Kb)."""
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
     for t in range(len(a_lev)):
