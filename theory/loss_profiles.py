@@ -292,7 +292,10 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         x0-prediction losses (see :func:`x0_loss_from`).
     stderr : (n,) array or None
     n_basis : int, optional
-        Number of I-spline functions (default ``min(16, max(3, n // 3))``).
+        Number of I-spline functions.  Default: with ``stderr``, the smallest
+        basis whose reduced chi-square is within 3 standard deviations of 1
+        (the fit is as flexible as the data's precision warrants, so it
+        converges as the held-out set grows); without, ``min(16, max(3, n // 3))``.
     penalty : float
         :math:`\kappa \ge 0`, relative to the data weight.
     rng : Generator, int or None
@@ -319,31 +322,49 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
     if penalty < 0:
         raise ValueError(f"penalty must be >= 0; got {penalty!r}")
     n = lam.size
-    J = int(n_basis) if n_basis is not None else min(16, max(3, n // 3))
-    if J < 2:
-        raise ValueError(f"n_basis must be >= 2; got {J}")
     lo, hi = float(lam[0]), float(lam[-1])
-    n_inner = max(J - 3, 0)  # cubic I-splines: J = n_inner + degree
-    knots_inner = np.linspace(lo, hi, n_inner + 2)[1:-1]
-    B = _ispline_basis(lam, knots_inner, lo, hi, 3)
-    J = B.shape[1]
-    X = np.hstack([np.ones((n, 1)), -B])
     w = np.ones(n) if rel is None else 1.0 / rel
-    D2 = np.diff(np.eye(J), 2, axis=0)
-    P = np.hstack([np.zeros((D2.shape[0], 1)), D2]) * np.sqrt(penalty * np.sum(w**2) / max(J, 1))
-    lb = np.r_[-np.inf, np.zeros(J)]
-    ub = np.full(J + 1, np.inf)
-
-    def solve(y):
-        A = np.vstack([X * w[:, None], P])
-        b = np.concatenate([y * w, np.zeros(P.shape[0])])
-        return lsq_linear(A, b, bounds=(lb, ub), method="bvls").x
-
     y = np.log(loss)
-    coef = solve(y)
-    resid = y - X @ coef
-    dof = max(n - (J + 1), 1)
-    scale = float(np.sqrt(np.sum((w * resid) ** 2) / dof))
+
+    def fit(J):
+        n_inner = max(J - 3, 0)  # cubic I-splines: J = n_inner + degree
+        knots_inner = np.linspace(lo, hi, n_inner + 2)[1:-1]
+        B = _ispline_basis(lam, knots_inner, lo, hi, 3)
+        J = B.shape[1]
+        X = np.hstack([np.ones((n, 1)), -B])
+        D2 = np.diff(np.eye(J), 2, axis=0)
+        P = np.hstack([np.zeros((D2.shape[0], 1)), D2]) * np.sqrt(penalty * np.sum(w**2) / max(J, 1))
+        lb = np.r_[-np.inf, np.zeros(J)]
+        ub = np.full(J + 1, np.inf)
+
+        def solve(yy):
+            A = np.vstack([X * w[:, None], P])
+            b = np.concatenate([yy * w, np.zeros(P.shape[0])])
+            return lsq_linear(A, b, bounds=(lb, ub), method="bvls").x
+
+        coef = solve(y)
+        resid = y - X @ coef
+        dof = max(n - (J + 1), 1)
+        chi2 = float(np.sum((w * resid) ** 2) / dof)
+        return knots_inner, X, coef, solve, chi2, dof, J
+
+    if n_basis is not None:
+        if int(n_basis) < 2:
+            raise ValueError(f"n_basis must be >= 2; got {n_basis!r}")
+        knots_inner, X, coef, solve, chi2, dof, J = fit(int(n_basis))
+        selection = "given"
+    elif rel is None:
+        knots_inner, X, coef, solve, chi2, dof, J = fit(min(16, max(3, n // 3)))
+        selection = "default min(16, n // 3)"
+    else:
+        # With stated standard errors, use the smallest basis whose weighted residuals are
+        # consistent with them: reduced chi-square within 3 standard deviations of 1.
+        for J_try in range(3, max(4, n - 3)):
+            knots_inner, X, coef, solve, chi2, dof, J = fit(J_try)
+            if chi2 <= 1.0 + 3.0 * np.sqrt(2.0 / dof):
+                break
+        selection = "smallest basis with reduced chi-square <= 1 + 3 sqrt(2/dof)"
+    scale = float(np.sqrt(chi2)) if rel is None else 1.0
     gen = as_generator(rng)
     fitted = X @ coef
     noise_sd = rel if rel is not None else np.full(n, scale)
@@ -352,5 +373,6 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         boot[b_i] = solve(fitted + noise_sd * gen.standard_normal(n))
     return MMSEProfile(lam_range=(lo, hi), knots_inner=knots_inner, coef=coef, boot_coef=boot,
                        rel_scale=scale if rel is None else float(np.sqrt(np.mean(rel**2))),
-                       info={"n_levels": n, "n_basis": J, "penalty": penalty, "n_boot": int(n_boot),
+                       info={"n_levels": n, "n_basis": J, "basis_selection": selection,
+                             "reduced_chi2": chi2, "penalty": penalty, "n_boot": int(n_boot),
                              "weights": "inverse relative stderr" if rel is not None else "uniform (log scale)"})
