@@ -1,0 +1,397 @@
+r"""Model-derived allocation problems: per-level matrices :math:`A(\lambda)`, :math:`G(\lambda)` (THEORY.md §4).
+
+Each builder takes a data model from :mod:`noisealloc.theory` and a
+linear-in-parameters denoiser :math:`D_\theta(x, \lambda) = \Theta^\top \psi(x, \lambda)`
+(one parameter vector per output coordinate, shared by every noise level: the
+fully coupled regime), trained with the x0 loss
+:math:`\ell = \|D_\theta(x,\lambda) - x_0\|^2`.  Because the loss separates over
+output coordinates with the same features, the m x m blocks are
+
+.. math::
+
+    A(\lambda) = 2\,E[\psi\psi^\top], \qquad
+    G(\lambda) = 4\,E[\psi\psi^\top \|r\|^2], \qquad r = x_0 - m(x, \lambda),
+
+with :math:`m` the Bayes denoiser (for a well-specified family, :math:`\theta^*`
+reproduces :math:`m` at every level, so :math:`r` is the residual at the optimum),
+and the evaluation matrix :math:`A_\omega = \int \omega(\lambda) A(\lambda)\,d\lambda`
+(trapezoid on the grid; ``omega`` default: the ELBO weight :math:`\tfrac12 e^\lambda`).
+Then :math:`V(p) = \tfrac12 \mathrm{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` (summed over
+output coordinates) and the L-criterion :math:`\mathrm{tr}(A_\omega A_p^{-1})`.
+
+Families:
+
+``posterior-weights`` (Dirac mixtures, well specified)
+    :math:`\psi_k = w_k(x, \lambda)`, the posterior weights; :math:`\Theta = (\mu_1, \dots, \mu_K)`
+    reproduces :math:`m` exactly.  m = K.
+``linear`` (Gaussian manifolds, well specified)
+    :math:`\psi_i = \frac{s_i}{s_i + \sigma^2} u_i^\top (x - \mu)` along each principal direction
+    (the Bayes shrinkage with a free gain per direction, :math:`\theta^* = 1`).  m = k and, with
+    :math:`\mathrm{snr} = e^\lambda`, :math:`A_{ii} = 2 s_i^2\,\mathrm{snr}/(1 + s_i\,\mathrm{snr})`,
+    :math:`G_{ii} = 4 s_i^3\,\mathrm{snr}/(1 + s_i\,\mathrm{snr})^2`: rational in snr, so the
+    sensitivity certificate can be exact.
+``random-features`` (any model; lazy/kernel regime of a two-layer network)
+    :math:`\psi = \tanh(W [x; \gamma(\lambda)] + b)/\sqrt q` with fixed random ``W, b`` and a
+    Fourier embedding :math:`\gamma(\lambda)`; only the readout is trained.  The family is
+    misspecified: ``G`` uses the Bayes residual, so ``V`` is the variance term of the excess risk.
+``spline:J`` (partial coupling, THEORY.md §4 (c))
+    :math:`\psi \otimes B(\lambda)` with ``J`` B-splines on the interval (a partition of unity, so
+    a well-specified base family stays well specified): :math:`A_J = (B B^\top) \otimes A`,
+    :math:`G_J = (B B^\top) \otimes G`.  ``J = 1`` is the base family.
+
+Expectations over :math:`x` for Dirac mixtures use Gauss--Hermite tensor rules on the atoms'
+affine span (dimension <= 2; noise orthogonal to the span does not move the posterior) and
+otherwise Monte Carlo with common random numbers across levels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_interval
+
+__all__ = [
+    "AllocationProblem",
+    "FAMILIES",
+    "posterior_weight_problem",
+    "gaussian_linear_problem",
+    "random_feature_problem",
+    "spline_problem",
+    "bspline_basis",
+    "build_problem",
+]
+
+FAMILIES = ("posterior-weights", "linear", "random-features", "spline:J")
+
+
+@dataclass(frozen=True)
+class AllocationProblem:
+    r"""Arrays of a fully coupled allocation problem on a log-SNR grid.
+
+    Attributes
+    ----------
+    lam : (n,) array
+        Candidate log-SNR levels.
+    A, G : (n, m, m) arrays
+        Per-level Hessian and gradient second moment of the loss (see module docstring).
+    A_eval : (m, m) array
+        :math:`A_\omega = \int \omega A\,d\lambda` (trapezoid on ``lam``).
+    A_of_lam, G_of_lam : callables or None
+        ``lam -> (m, m)`` at any level, for off-grid checks and refinement.
+    entropy_rate : (n,) array or None
+        :math:`h(\lambda)` of the data on the grid (for comparisons with the entropic proxy).
+    family, data : str
+    info : dict
+        Method of the expectations, node counts, seeds.
+    """
+
+    lam: np.ndarray
+    A: np.ndarray
+    G: np.ndarray
+    A_eval: np.ndarray
+    A_of_lam: Callable | None = field(default=None, repr=False, compare=False)
+    G_of_lam: Callable | None = field(default=None, repr=False, compare=False)
+    entropy_rate: np.ndarray | None = field(default=None, repr=False, compare=False)
+    family: str = ""
+    data: str = ""
+    info: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def m(self) -> int:
+        return int(self.A.shape[1])
+
+
+def _elbo(lam):
+    return 0.5 * np.exp(lam)
+
+
+def _grid(lam):
+    lam = check_finite(as_float_array(lam, "lam", ndim=1), "lam")
+    if lam.size < 2 or np.any(np.diff(lam) <= 0):
+        raise ValueError("lam must be a strictly increasing grid of at least 2 levels")
+    return lam
+
+
+def _eval_matrix(lam, A, omega):
+    w = np.asarray(omega(lam), dtype=np.float64)
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError("omega must be finite and >= 0 on the grid")
+    return np.trapezoid(w[:, None, None] * A, lam, axis=0)
+
+
+# ---- posterior-weight features (Dirac mixtures) ------------------------------------------
+
+
+def _span(atoms):
+    center = atoms.mean(axis=0)
+    _, s, vt = np.linalg.svd(atoms - center, full_matrices=False)
+    r = int(np.sum(s > 1e-10 * max(s.max(initial=0.0), 1.0)))
+    return center, vt[:r]
+
+
+def _posterior_weights(y, mu, log_pi, sig2):
+    """Posterior weights (N, K) for observations y (N, r) of atoms mu (K, r)."""
+    d2 = np.sum((y[:, None, :] - mu[None, :, :]) ** 2, axis=2)
+    logits = log_pi[None, :] - d2 / (2.0 * sig2)
+    logits -= logits.max(axis=1, keepdims=True)
+    w = np.exp(logits)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _dirac_moments(model, lam_value, nodes, gh_weights, r_dim, coords, basis_rows, n_mc, gen_state):
+    """E[w w^T] and E[w w^T |r|^2] at one level (quadrature on the span, or Monte Carlo)."""
+    sig = np.exp(-0.5 * lam_value)
+    K = model.n_atoms
+    S = np.zeros((K, K))
+    T = np.zeros((K, K))
+    if nodes is not None:
+        for k in range(K):
+            y = coords[k][None, :] + sig * nodes
+            w = _posterior_weights(y, coords, model.log_weights, sig * sig)
+            r2 = np.sum((coords[k][None, :] - w @ coords) ** 2, axis=1)
+            ww = w * gh_weights[:, None]
+            S += model.weights[k] * (ww.T @ w)
+            T += model.weights[k] * ((ww * r2[:, None]).T @ w)
+        return S, T
+    k_idx, eps = gen_state
+    y = coords[k_idx] + sig * eps
+    w = _posterior_weights(y, coords, model.log_weights, sig * sig)
+    r2 = np.sum((coords[k_idx] - w @ coords) ** 2, axis=1)
+    return (w.T @ w) / n_mc, ((w * r2[:, None]).T @ w) / n_mc
+
+
+def posterior_weight_problem(model, lam, *, omega: Callable = _elbo, n_nodes: int = 64, n_mc: int = 20000,
+                             rng=0, data: str = "") -> AllocationProblem:
+    r"""Posterior-weight features :math:`\psi_k = w_k(x,\lambda)` of a Dirac mixture (well specified).
+
+    Parameters
+    ----------
+    model : DiracMixture
+    lam : (n,) array
+        Increasing candidate levels.
+    omega : callable
+        Evaluation weight per unit log-SNR (default ELBO :math:`\tfrac12 e^\lambda`).
+    n_nodes : int
+        Gauss--Hermite nodes per span dimension (span dimension <= 2).
+    n_mc : int
+        Monte-Carlo samples (common random numbers across levels) when the span is larger.
+    """
+    lam = _grid(lam)
+    atoms = np.asarray(model.atoms, dtype=np.float64)
+    center, basis = _span(atoms)
+    coords = (atoms - center) @ basis.T if basis.shape[0] else np.zeros((atoms.shape[0], 1))
+    r_dim = coords.shape[1]
+    if r_dim <= 2:
+        x, wts = np.polynomial.hermite_e.hermegauss(int(n_nodes))
+        wts = wts / wts.sum()
+        if r_dim == 1:
+            nodes, gw = x[:, None], wts
+        else:
+            X1, X2 = np.meshgrid(x, x, indexing="ij")
+            nodes = np.column_stack([X1.ravel(), X2.ravel()])
+            gw = np.outer(wts, wts).ravel()
+        method, gen_state = f"gauss-hermite ({int(n_nodes)}^{r_dim} nodes per atom on the span)", None
+    else:
+        gen = as_generator(rng)
+        k_idx = gen.choice(model.n_atoms, size=int(n_mc), p=model.weights)
+        gen_state = (k_idx, gen.standard_normal((int(n_mc), r_dim)))
+        nodes, gw = None, None
+        method = f"monte-carlo ({int(n_mc)} common random numbers)"
+
+    def moments(l):
+        return _dirac_moments(model, float(l), nodes, gw, r_dim, coords, basis, int(n_mc), gen_state)
+
+    S = np.empty((lam.size, model.n_atoms, model.n_atoms))
+    T = np.empty_like(S)
+    for i, l in enumerate(lam):
+        S[i], T[i] = moments(l)
+    A = 2.0 * S
+    G = 4.0 * T
+    A = 0.5 * (A + A.transpose(0, 2, 1))
+    G = 0.5 * (G + G.transpose(0, 2, 1))
+    h = np.asarray(model.entropy_rate(lam).value) if hasattr(model, "entropy_rate") else None
+    return AllocationProblem(
+        lam=lam, A=A, G=G, A_eval=_eval_matrix(lam, A, omega),
+        A_of_lam=lambda l: 2.0 * moments(l)[0], G_of_lam=lambda l: 4.0 * moments(l)[1],
+        entropy_rate=h, family="posterior-weights", data=data,
+        info={"method": method, "span_dim": r_dim, "m": model.n_atoms},
+    )
+
+
+# ---- linear shrinkage features (Gaussian manifolds) -----------------------------------------
+
+
+def _gaussian_blocks(s, lam):
+    snr = np.exp(np.asarray(lam, dtype=np.float64))[..., None]
+    a = 2.0 * s * s * snr / (1.0 + s * snr)
+    g = 4.0 * s**3 * snr / (1.0 + s * snr) ** 2
+    return a, g
+
+
+def gaussian_linear_problem(model, lam, *, omega: Callable = _elbo, data: str = "") -> AllocationProblem:
+    r"""Per-direction Bayes shrinkage features of a Gaussian manifold (well specified, closed form).
+
+    :math:`A_{ii} = 2 s_i^2 \mathrm{snr}/(1 + s_i \mathrm{snr})`,
+    :math:`G_{ii} = 4 s_i^3 \mathrm{snr}/(1 + s_i \mathrm{snr})^2` (derivation in the module docstring:
+    :math:`\psi_i = \frac{s_i}{s_i+\sigma^2} z_i`, :math:`z_i \sim N(0, s_i + \sigma^2)`, and the
+    Gaussian residual is independent of :math:`x`).
+    """
+    lam = _grid(lam)
+    s = np.asarray(model.variances, dtype=np.float64)
+    a, g = _gaussian_blocks(s, lam)
+    A = np.einsum("ni,ij->nij", a, np.eye(s.size))
+    G = np.einsum("ni,ij->nij", g, np.eye(s.size))
+
+    def A_of(l):
+        return np.diag(_gaussian_blocks(s, l)[0])
+
+    def G_of(l):
+        return np.diag(_gaussian_blocks(s, l)[1])
+
+    return AllocationProblem(
+        lam=lam, A=A, G=G, A_eval=_eval_matrix(lam, A, omega), A_of_lam=A_of, G_of_lam=G_of,
+        entropy_rate=np.asarray(model.entropy_rate(lam).value), family="linear", data=data,
+        info={"method": "closed-form", "m": int(s.size), "variances": s.tolist()},
+    )
+
+
+def gaussian_linear_sympy(variances):
+    """The ``linear`` family's A(snr) as a sympy Matrix in the symbol ``snr`` (exact certificates)."""
+    import sympy as sp
+
+    snr = sp.Symbol("snr", positive=True)
+    s = [sp.nsimplify(float(v), rational=True) for v in variances]
+    return sp.diag(*[2 * si**2 * snr / (1 + si * snr) for si in s]), snr
+
+
+# ---- random features (lazy regime) ------------------------------------------------------------
+
+
+def random_feature_problem(model, lam, *, q: int = 32, n_mc: int = 4096, freqs: int = 4, scale: float = 1.0,
+                           omega: Callable = _elbo, rng=0, data: str = "") -> AllocationProblem:
+    r"""Random-feature two-layer denoiser with a trained readout (lazy regime).
+
+    :math:`\psi(x, \lambda) = \tanh(W_x x / \sqrt{D} + W_\lambda \gamma(\lambda) + b)/\sqrt q` with
+    :math:`\gamma(\lambda) = (\cos(f_j \lambda / 12), \sin(f_j \lambda / 12))_{j \le F}`, fixed Gaussian
+    ``W``, ``b``.  Expectations by Monte Carlo with the same ``n_mc`` draws of :math:`(x_0, \varepsilon)`
+    at every level; the residual uses the model's Bayes denoiser.
+    """
+    lam = _grid(lam)
+    gen = as_generator(rng)
+    D = int(model.dim)
+    q = int(q)
+    Wx = gen.standard_normal((D, q)) * scale / np.sqrt(D)
+    Wl = gen.standard_normal((2 * int(freqs), q)) * scale
+    b = gen.standard_normal(q) * 0.5
+    f = np.arange(1, int(freqs) + 1, dtype=np.float64)
+    x0 = model.sample_x0(int(n_mc), rng=gen)
+    eps = gen.standard_normal(x0.shape)
+
+    def moments(l):
+        l = float(l)
+        x = x0 + np.exp(-0.5 * l) * eps
+        emb = np.concatenate([np.cos(f * l / 12.0), np.sin(f * l / 12.0)])
+        psi = np.tanh(x @ Wx + emb @ Wl + b) / np.sqrt(q)
+        r2 = np.sum((x0 - model.denoiser(x, l)) ** 2, axis=1)
+        return 2.0 * (psi.T @ psi) / x0.shape[0], 4.0 * ((psi * r2[:, None]).T @ psi) / x0.shape[0]
+
+    A = np.empty((lam.size, q, q))
+    G = np.empty_like(A)
+    for i, l in enumerate(lam):
+        A[i], G[i] = moments(l)
+    return AllocationProblem(
+        lam=lam, A=A, G=G, A_eval=_eval_matrix(lam, A, omega),
+        A_of_lam=lambda l: moments(l)[0], G_of_lam=lambda l: moments(l)[1],
+        entropy_rate=np.asarray(model.entropy_rate(lam).value), family="random-features", data=data,
+        info={"method": f"monte-carlo ({int(n_mc)} common random numbers)", "m": q, "freqs": int(freqs),
+              "seed": rng if isinstance(rng, int) else None},
+    )
+
+
+# ---- B-spline partial coupling ------------------------------------------------------------------
+
+
+def bspline_basis(lam, J: int, lam_min: float, lam_max: float):
+    r"""``J`` B-splines of degree ``min(3, J - 1)`` on ``[lam_min, lam_max]`` with uniform knots, shape (n, J).
+
+    They form a partition of unity (:math:`\sum_j B_j(\lambda) = 1`).  ``J = 1`` gives the constant 1.
+    """
+    from scipy.interpolate import BSpline
+
+    J = int(J)
+    if J < 1:
+        raise ValueError(f"J must be >= 1; got {J}")
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    lam = np.clip(np.atleast_1d(np.asarray(lam, dtype=np.float64)), lo, hi)
+    if J == 1:
+        return np.ones((lam.size, 1))
+    k = min(3, J - 1)
+    inner = np.linspace(lo, hi, J - k + 1)
+    t = np.concatenate([[lo] * k, inner, [hi] * k])
+    out = BSpline.design_matrix(lam, t, k).toarray()
+    return out
+
+
+def spline_problem(base: AllocationProblem, J: int, *, omega: Callable = _elbo) -> AllocationProblem:
+    r"""Partial coupling through ``J`` B-splines in log-SNR: :math:`A_J = (B B^\top) \otimes A` per level."""
+    lam = base.lam
+    lo, hi = float(lam[0]), float(lam[-1])
+    B = bspline_basis(lam, J, lo, hi)
+    BB = np.einsum("ni,nj->nij", B, B)
+    A = np.einsum("nij,nkl->nikjl", BB, base.A).reshape(lam.size, J * base.m, J * base.m)
+    G = np.einsum("nij,nkl->nikjl", BB, base.G).reshape(lam.size, J * base.m, J * base.m)
+
+    def lift(F):
+        if F is None:
+            return None
+
+        def f(l):
+            b = bspline_basis(l, J, lo, hi)[0]
+            return np.kron(np.outer(b, b), F(l))
+
+        return f
+
+    return AllocationProblem(
+        lam=lam, A=A, G=G, A_eval=_eval_matrix(lam, A, omega), A_of_lam=lift(base.A_of_lam),
+        G_of_lam=lift(base.G_of_lam), entropy_rate=base.entropy_rate, family=f"spline:{J}+{base.family}",
+        data=base.data, info={**base.info, "J": int(J), "m": J * base.m},
+    )
+
+
+def build_problem(model, family: str, lam, *, data: str = "", rng=0, **opts) -> AllocationProblem:
+    """Dispatch on the family name: ``posterior-weights``, ``linear``, ``random-features`` or ``spline:J``.
+
+    ``spline:J`` couples the natural base family of the model (posterior weights for a Dirac
+    mixture, linear shrinkage for a Gaussian manifold, random features otherwise).
+    """
+    if not isinstance(family, str):
+        raise TypeError(f"family must be a string; got {type(family).__name__}")
+    if family.startswith("spline:"):
+        try:
+            J = int(family.split(":", 1)[1])
+        except ValueError:
+            raise ValueError(f"family 'spline:J' needs an integer J >= 1; got {family!r}") from None
+        base_name = _natural_family(model)
+        return spline_problem(build_problem(model, base_name, lam, data=data, rng=rng, **opts), J)
+    if family == "posterior-weights":
+        if not hasattr(model, "n_atoms"):
+            raise ValueError("family 'posterior-weights' needs a Dirac mixture (dirac:..., digits, mnist, npz atoms)")
+        return posterior_weight_problem(model, lam, data=data, rng=rng, **opts)
+    if family == "linear":
+        if not hasattr(model, "variances"):
+            raise ValueError("family 'linear' needs a Gaussian manifold (gaussian:..., npz mean/basis/variances)")
+        return gaussian_linear_problem(model, lam, data=data, **opts)
+    if family == "random-features":
+        return random_feature_problem(model, lam, data=data, rng=rng, **opts)
+    raise ValueError(f"family must be one of {FAMILIES}; got {family!r}")
+
+
+def _natural_family(model) -> str:
+    if hasattr(model, "n_atoms") and model.n_atoms <= 64:
+        return "posterior-weights"
+    if hasattr(model, "variances"):
+        return "linear"
+    return "random-features"

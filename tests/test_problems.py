@@ -1,0 +1,118 @@
+"""Model-derived allocation problems (issue 4): the matrices agree with simulation, structure is right."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from noisealloc.solvers.problems import (
+    bspline_basis,
+    build_problem,
+    gaussian_linear_problem,
+    gaussian_linear_sympy,
+    posterior_weight_problem,
+    spline_problem,
+)
+
+
+def _dirac():
+    from noisealloc.theory.dirac import DiracMixture
+
+    return DiracMixture(np.array([[-2.0], [0.0], [1.5], [4.0]]), np.array([0.1, 0.4, 0.3, 0.2]))
+
+
+def _gaussian():
+    from noisealloc.theory.gaussian import GaussianManifold
+
+    basis, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((5, 2)))
+    return GaussianManifold(np.ones(5), basis, np.array([2.0, 0.3]))
+
+
+def _simulate(model, lam, features, n, rng):
+    """Independent Monte-Carlo route: A = 2 E[psi psi^T], G = 4 E[psi psi^T |x0 - m|^2], per-sample values."""
+    x0, x = model.sample_x(lam, n, rng=rng)
+    psi = features(x, lam)
+    r2 = np.sum((x0 - model.denoiser(x, lam)) ** 2, axis=1)
+    a = 2 * psi[:, :, None] * psi[:, None, :]
+    g = 4 * psi[:, :, None] * psi[:, None, :] * r2[:, None, None]
+    return a, g
+
+
+def _assert_within_se(est, samples, nsig=4.0):
+    mean = samples.mean(0)
+    se = samples.std(0, ddof=1) / np.sqrt(samples.shape[0])
+    dev = np.abs(est - mean)
+    assert np.all(dev <= nsig * se + 1e-12), f"max deviation {np.max(dev / (se + 1e-300)):.2f} standard errors"
+
+
+@pytest.mark.parametrize("lam", [-3.0, 0.0, 2.5])
+def test_posterior_weight_matrices_match_simulation(lam):
+    model = _dirac()
+    prob = posterior_weight_problem(model, np.array([lam - 1, lam, lam + 1]))
+    a, g = _simulate(model, lam, lambda x, l: np.exp(model.log_posterior_weights(x, l)), 200_000,
+                     np.random.default_rng(1))
+    _assert_within_se(prob.A[1], a)
+    _assert_within_se(prob.G[1], g)
+
+
+@pytest.mark.parametrize("lam", [-2.0, 1.0, 4.0])
+def test_gaussian_linear_closed_form_matches_simulation(lam):
+    model = _gaussian()
+    prob = gaussian_linear_problem(model, np.array([lam - 1, lam, lam + 1]))
+    s, U, mu = model.variances, model.basis, model.mean
+    sig2 = np.exp(-lam)
+    feats = lambda x, l: ((x - mu) @ U) * (s / (s + sig2))
+    a, g = _simulate(model, lam, feats, 200_000, np.random.default_rng(2))
+    _assert_within_se(prob.A[1], a)
+    _assert_within_se(prob.G[1], g)
+
+
+def test_gaussian_sympy_matches_numeric():
+    import sympy as sp
+
+    model = _gaussian()
+    M, snr = gaussian_linear_sympy(model.variances)
+    prob = gaussian_linear_problem(model, np.array([-1.0, 0.5]))
+    num = np.array(M.subs(snr, sp.exp(sp.Rational(1, 2))).evalf(30), dtype=np.float64)
+    np.testing.assert_allclose(num, prob.A[1], rtol=1e-13)
+
+
+def test_matrices_are_symmetric_psd_and_eval_is_trapezoid():
+    prob = posterior_weight_problem(_dirac(), np.linspace(-6, 6, 25))
+    for M in (prob.A, prob.G):
+        np.testing.assert_allclose(M, M.transpose(0, 2, 1), atol=0)
+        assert np.linalg.eigvalsh(M).min() > -1e-12
+    w = 0.5 * np.exp(prob.lam)
+    np.testing.assert_allclose(prob.A_eval, np.trapezoid(w[:, None, None] * prob.A, prob.lam, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(prob.A_of_lam(prob.lam[3]), prob.A[3], rtol=1e-13)
+
+
+@pytest.mark.parametrize("J", [1, 2, 3, 4, 7])
+def test_bsplines_are_a_partition_of_unity(J):
+    lam = np.linspace(-5, 5, 101)
+    B = bspline_basis(lam, J, -5, 5)
+    assert B.shape == (101, J)
+    np.testing.assert_allclose(B.sum(1), 1.0, atol=1e-14)
+    assert np.all(B >= -1e-15)
+
+
+def test_spline_lift_structure():
+    base = posterior_weight_problem(_dirac(), np.linspace(-6, 6, 13))
+    one = spline_problem(base, 1)
+    np.testing.assert_allclose(one.A, base.A, rtol=1e-15)
+    four = spline_problem(base, 4)
+    assert four.A.shape == (13, 16, 16)
+    b = bspline_basis(base.lam[5], 4, -6, 6)[0]
+    np.testing.assert_allclose(four.A[5], np.kron(np.outer(b, b), base.A[5]), rtol=1e-14)
+    np.testing.assert_allclose(four.A_of_lam(base.lam[5]), four.A[5], rtol=1e-12)
+
+
+def test_build_problem_errors():
+    with pytest.raises(ValueError, match="family must be one of"):
+        build_problem(_dirac(), "quadratic", np.linspace(0, 1, 3))
+    with pytest.raises(ValueError, match="needs a Gaussian manifold"):
+        build_problem(_dirac(), "linear", np.linspace(0, 1, 3))
+    with pytest.raises(ValueError, match="needs an integer J"):
+        build_problem(_dirac(), "spline:x", np.linspace(0, 1, 3))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        build_problem(_dirac(), "posterior-weights", np.array([0.0, 0.0, 1.0]))
