@@ -582,3 +582,11 @@ def test_weights_bad_input():
         neg(0.0)
     tw = W.tabulated_weight([0.0, 2.0], [1.0, 3.0])
     assert tw(1.0) == pytest.approx(2.0)
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    for module in (S, W):
+        res = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert res.attempted > 0 and res.failed == 0, (module.__name__, res)

@@ -31,6 +31,23 @@ Built-in schedules (one signature shape: parameters, then keyword-only
 ``laplace_lambda``          :math:`p(\lambda) \propto e^{-|\lambda-\mu|/b}` (Hang et al. 2024)
 =========================  ===================================================================
 
+Every built-in takes its own parameters (paper symbols), then keyword-only
+``lam_min``, ``lam_max`` (the training interval in log-SNR, default ``[-12, 12]``)
+and ``coordinate`` (the coordinate of the returned schedule, default ``'lambda'``).
+
+Examples
+--------
+>>> from noisealloc.theory.schedules import edm_lognormal
+>>> s = edm_lognormal()                       # lambda ~ N(2.4, 2.4^2) on [-12, 12]
+>>> round(float(s.untruncated.mean), 12), round(float(s.untruncated.std), 12)
+(2.4, 2.4)
+>>> x = s.sample(4, rng=0)                    # inverse-CDF draws in lambda
+>>> bool(abs(float(s.cdf(s.ppf(0.3))) - 0.3) < 1e-13)
+True
+>>> sig = s.to("sigma")                       # the same law as a density in sigma
+>>> [round(v, 6) for v in sig.interval]
+[0.002479, 403.428793]
+
 Tail accuracy.  Truncated parametric families work with the logarithm of the
 CDF or of the survival function of the untruncated law (``scipy.special.log_ndtr``
 and ``ndtri_exp`` for the normal), choosing the side on which the truncation
@@ -123,27 +140,34 @@ class Distribution(abc.ABC):
     """
 
     @abc.abstractmethod
-    def logpdf(self, u): ...
+    def logpdf(self, u):
+        """:math:`\log p(u)`."""
 
     @abc.abstractmethod
-    def logcdf(self, u): ...
+    def logcdf(self, u):
+        """:math:`\log F(u)`, accurate in the lower tail."""
 
     @abc.abstractmethod
-    def logsf(self, u): ...
+    def logsf(self, u):
+        """:math:`\log S(u) = \log(1 - F(u))`, accurate in the upper tail."""
 
     @abc.abstractmethod
-    def ppf_log(self, logq): ...
+    def ppf_log(self, logq):
+        """:math:`F^{-1}(e^{\ell})`."""
 
     @abc.abstractmethod
-    def isf_log(self, logq): ...
+    def isf_log(self, logq):
+        """:math:`S^{-1}(e^{\ell})`."""
 
     @property
     @abc.abstractmethod
-    def mean(self) -> float: ...
+    def mean(self) -> float:
+        """Mean of the untruncated law."""
 
     @property
     @abc.abstractmethod
-    def std(self) -> float: ...
+    def std(self) -> float:
+        """Standard deviation of the untruncated law."""
 
     def pdf(self, u):
         return np.exp(self.logpdf(np.asarray(u, dtype=np.float64)))

@@ -77,6 +77,7 @@ def run(args) -> int:
     print("-" * len(header))
     for name, s in schedules.items():
         mean, std = s.lam_moments()
+        mean = round(mean, 10) + 0.0  # no "-0.0000" for symmetric schedules
         lam_lo, lam_hi = s.lam_interval
         lo, hi = s.interval
         print(f"{name:24s} {mean:10.4f} {std:9.4f}  [{lam_lo:9.4f}, {lam_hi:9.4f}]  [{lo:.6g}, {hi:.6g}]")
