@@ -141,23 +141,23 @@ class Distribution(abc.ABC):
 
     @abc.abstractmethod
     def logpdf(self, u):
-        """:math:`\log p(u)`."""
+        r""":math:`\log p(u)`."""
 
     @abc.abstractmethod
     def logcdf(self, u):
-        """:math:`\log F(u)`, accurate in the lower tail."""
+        r""":math:`\log F(u)`, accurate in the lower tail."""
 
     @abc.abstractmethod
     def logsf(self, u):
-        """:math:`\log S(u) = \log(1 - F(u))`, accurate in the upper tail."""
+        r""":math:`\log S(u) = \log(1 - F(u))`, accurate in the upper tail."""
 
     @abc.abstractmethod
     def ppf_log(self, logq):
-        """:math:`F^{-1}(e^{\ell})`."""
+        r""":math:`F^{-1}(e^{\ell})`."""
 
     @abc.abstractmethod
     def isf_log(self, logq):
-        """:math:`S^{-1}(e^{\ell})`."""
+        r""":math:`S^{-1}(e^{\ell})`."""
 
     @property
     @abc.abstractmethod
