@@ -1,4 +1,43 @@
 """Solvers layer: allocation problems, convex and non-convex solvers, certificates.
 
-Imports :mod:`noisealloc.theory` only.
+Imports :mod:`noisealloc.theory` only.  Public API:
+
+* :func:`solve` -- optimal allocation on a grid with a certificate (:class:`SolveResult`);
+* :func:`certify` -- recompute a :class:`Certificate` from ``(A, weights)`` alone;
+* :func:`reduce_support`, :func:`merge_atoms` -- Caratheodory reduction, merging of adjacent grid atoms;
+* :func:`refine` -- off-grid refinement of atom positions given ``lam -> A(lam)``;
+* :func:`reduce_population` -- Theorem 1' (at most m + 1 atoms with the same population optimum);
+* :func:`sandwich_value`, :func:`sandwich_gradient` -- the sandwich V(p) and its gradient.
 """
+
+from noisealloc.solvers.certificates import certify, exact_sensitivity_check, offgrid_check
+from noisealloc.solvers.criteria import CRITERIA, METHODS, Problem, make_problem, solve
+from noisealloc.solvers.result import (
+    STATUS_MESSAGES,
+    Certificate,
+    ExactCertificate,
+    OffGridCheck,
+    ReductionResult,
+    RefineResult,
+    SolveResult,
+    Theorem1pResult,
+)
+
+__all__ = [
+    "solve",
+    "certify",
+    "offgrid_check",
+    "exact_sensitivity_check",
+    "make_problem",
+    "Problem",
+    "CRITERIA",
+    "METHODS",
+    "STATUS_MESSAGES",
+    "Certificate",
+    "ExactCertificate",
+    "OffGridCheck",
+    "ReductionResult",
+    "RefineResult",
+    "SolveResult",
+    "Theorem1pResult",
+]
