@@ -173,20 +173,14 @@ def _plot(path, profile, schedule, args):
 
 
 def _savefig(fig, path):
-    import os
-    import tempfile
+    """Save a figure atomically (temporary file in the same folder, then rename)."""
     from pathlib import Path
+
+    from noisealloc.theory.schedule_io import atomic_write
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", dpi=120))
 
 
 def run(args) -> int:
