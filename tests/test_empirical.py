@@ -139,8 +139,13 @@ def test_numba_and_numpy_kernels_agree():
     a = information_samples(mu, w, lam, n_samples=40, rng=3, kernel="numba", block_size=128)
     b = information_samples(mu, w, lam, n_samples=40, rng=3, kernel="numpy", block_size=128)
     assert a.info["kernel"] == "numba" and b.info["kernel"] == "numpy"
-    assert_close_rel(a.entropy, b.entropy, 100 * EPS, msg="entropy")
-    assert_close_rel(a.mmse, b.mmse, 100 * EPS, atol_scale=0.0, msg="mmse")
+    # The kernels shift the logits differently (the compiled one by a bound at low SNR), so tiny
+    # weights differ by eps * |logit| relative, |logit| <= ~1e3 where they are not zero.
+    assert_close_rel(a.entropy, b.entropy, EMPIRICAL_DENSE_RTOL, msg="entropy")
+    assert_close_rel(a.mmse, b.mmse, EMPIRICAL_DENSE_RTOL, atol_scale=0.0, msg="mmse")
+    # well-conditioned entries (value not tiny) agree to a few hundred ulps
+    big = b.mmse > 1e-3
+    assert_close_rel(a.mmse[big], b.mmse[big], 300 * EPS, atol_scale=0.0, msg="mmse, not tiny")
 
 
 def test_pure_python_fallback_matches(tmp_path):

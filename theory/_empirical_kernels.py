@@ -52,7 +52,15 @@ _LN2_LO_64 = 1.90821492927058770002e-10 / 64.0
 _INV_LN2_64 = 64.0 * 1.44269504088896338700e00
 # 1.5 * 2**52: adding it rounds a double of magnitude < 2**51 to an integer held in the low mantissa bits.
 _MAGIC = 6755399441055744.0
-_MAGIC_BITS = 0x4338000000000000  # bit pattern of _MAGIC
+# Offset 65536 = 1024 * 64 keeps the rounded integer non-negative (k >= -65408 for s >= -708), so
+# unsigned (logical) shifts apply: AVX2 has no vector arithmetic shift of 64-bit integers.
+_OFFSET = 65536.0
+_MAGIC_OFF = _MAGIC + _OFFSET
+_MAGIC_BITS_U = np.uint64(0x4338000000000000)  # bit pattern of _MAGIC
+_U63 = np.uint64(63)
+_U6 = np.uint64(6)
+_U1 = np.uint64(1)
+_U52 = np.uint64(52)
 # Taylor coefficients 1/i!, i = 5..2; the degree-5 remainder is < 0.0055**6/720 ~ 3e-17 relative.
 _C5 = 1.0 / 120.0
 _C4 = 1.0 / 24.0
@@ -72,8 +80,8 @@ def _exp_stage(l_buf, shift, s_buf, p_buf, y_buf, n):
         if s < EXP_CUTOFF:
             s = EXP_CUTOFF
         s_buf[j] = s
-        y = s * _INV_LN2_64 + _MAGIC
-        kf = y - _MAGIC
+        y = s * _INV_LN2_64 + _MAGIC_OFF
+        kf = (y - _MAGIC_OFF)
         r = (s - kf * _LN2_HI_64) - kf * _LN2_LO_64
         p = _C5
         p = p * r + _C4
@@ -86,13 +94,21 @@ def _exp_stage(l_buf, shift, s_buf, p_buf, y_buf, n):
 
 
 @jit
+def _logits_stage(c, Arow, Brow, a, b, l_buf, n):
+    # Separate from _exp_stage: with six arrays in one loop the compiler's runtime alias checks
+    # exceed its limit and the loop stays scalar.
+    for j in range(n):
+        l_buf[j] = c[j] - a * Arow[j] - b * Brow[j]
+
+
+@jit
 def _scale_stage(y_bits, e_bits, idx, n):
     for j in range(n):
-        # y's low bits hold k (two's complement, k in [-65408, 0]); k = 64 q + idx with
-        # q = k >> 6 (floor) in [-1022, 0], so 2**q has exponent field q + 1023 >= 1.
-        k = y_bits[j] - _MAGIC_BITS
-        idx[j] = k & 63
-        e_bits[j] = ((k >> 6) + 1023) << 52
+        # y's low bits hold kk = k + 65536 in [128, 65536] (k in [-65408, 0]); k = 64 q + idx with
+        # q = (kk >> 6) - 1024 in [-1022, 0], so 2**q has exponent field (kk >> 6) - 1 >= 1.
+        kk = y_bits[j] - _MAGIC_BITS_U
+        idx[j] = kk & _U63
+        e_bits[j] = ((kk >> _U6) - _U1) << _U52
 
 
 @jit
@@ -105,10 +121,10 @@ def exp_nonpositive(s):
     s_buf = s.copy()
     p_buf = np.empty(n)
     y_buf = np.empty(n)
-    e_bits = np.empty(n, dtype=np.int64)
-    idx = np.empty(n, dtype=np.int64)
+    e_bits = np.empty(n, dtype=np.uint64)
+    idx = np.empty(n, dtype=np.uint64)
     _exp_stage(s, 0.0, s_buf, p_buf, y_buf, n)
-    _scale_stage(y_buf.view(np.int64), e_bits, idx, n)
+    _scale_stage(y_buf.view(np.uint64), e_bits, idx, n)
     scale = e_bits.view(np.float64)
     out = np.empty(n)
     for j in range(n):
@@ -116,21 +132,36 @@ def exp_nonpositive(s):
     return out
 
 
-#: 2**(-q), q = 0..1022 (exact powers of two): the integer part of the scaling, gathered from a table
-#: because a bit-cast inside the gather loop would stop vectorisation.
-EXP2_NEG_INT = np.ldexp(1.0, -np.arange(1023))
 # Atoms per inner chunk: five float64 buffers of this length stay in a 32 KB L1 cache.
 _CHUNK = 512
 # Use the scalar pass over surviving terms when at most 1/_SPARSE_RATIO of them survive the cutoff.
 _SPARSE_RATIO = 8
+# A shift may exceed the row's true maximum logit by at most this (see _row_levels).
+_SHIFT_SLACK = 300.0
 
 
 @jit
-def _weights_stage(y_bits, p_buf, s_buf, e_buf, n):
+def _weights_stage(idx, scale, p_buf, s_buf, e_buf, n):
     for j in range(n):
-        k = y_bits[j] - _MAGIC_BITS
-        v = p_buf[j] * EXP2_TABLE[k & 63] * EXP2_NEG_INT[-(k >> 6)]
+        v = p_buf[j] * EXP2_TABLE[idx[j]] * scale[j]
         e_buf[j] = 0.0 if s_buf[j] <= EXP_CUTOFF else v
+
+
+@jit
+def _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub):
+    """Fold a block's sums (relative to ``m_new``) into the running state (relative to ``m_old``)."""
+    if m_old == -np.inf:
+        z_st[t, i] = zb
+        t_st[t, i] = tb
+        u_st[t, i] = ub
+    else:
+        d = m_old - m_new
+        f = math.exp(d)
+        z_old = z_st[t, i]
+        z_st[t, i] = z_old * f + zb
+        t_st[t, i] = (t_st[t, i] + d * z_old) * f + tb
+        u_st[t, i] = u_st[t, i] * f + ub
+    m_st[t, i] = m_new
 
 
 @jit
@@ -139,33 +170,59 @@ def _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s
     kb = Arow.shape[0]
     n_lev = a_lev.shape[0]
     chunk = s_buf.shape[0]
-    y_bits = y_buf.view(np.int64)
+    y_bits = y_buf.view(np.uint64)
+    idx = np.empty(chunk, dtype=np.uint64)
+    e_bits = np.empty(chunk, dtype=np.uint64)
+    scale = e_bits.view(np.float64)
+    ones = np.ones(chunk)
+    # Bounds for a safe shift: every logit of this block is <= cmax - a amin - b bmin.
+    cmax = c[0]
+    amin = Arow[0]
+    bmin = Brow[0]
+    for j in range(1, kb):
+        cmax = c[j] if c[j] > cmax else cmax
+        amin = Arow[j] if Arow[j] < amin else amin
+        bmin = Brow[j] if Brow[j] < bmin else bmin
     for t in range(n_lev):
         a = a_lev[t]
         b = b_lev[t]
+        m_old = m_st[t, i]
+        shift = cmax - a * amin - b * bmin
+        l_first = c[0] - a * Arow[0] - b * Brow[0]
+        if shift - l_first <= _SHIFT_SLACK:
+            # Low SNR: the upper bound is within _SHIFT_SLACK of an actual logit, hence of the
+            # row's true maximum, so it serves as the log-sum-exp shift (terms are <= 1 and the
+            # largest >= e^-_SHIFT_SLACK) and the max and count passes are skipped.  By induction
+            # every running shift stays <= true max + _SHIFT_SLACK, so the cutoff only drops terms
+            # below e^(_SHIFT_SLACK + EXP_CUTOFF) ~ 1e-177 relative to the largest one.
+            m_new = shift if shift > m_old else m_old
+            zb = 0.0
+            tb = 0.0
+            ub = 0.0
+            for j0 in range(0, kb, chunk):
+                nc = min(chunk, kb - j0)
+                _logits_stage(c[j0 : j0 + nc], Arow[j0 : j0 + nc], Brow[j0 : j0 + nc], a, b, l_buf[j0 : j0 + nc], nc)
+                _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
+                _scale_stage(y_bits, e_bits, idx, nc)
+                _weights_stage(idx, scale, p_buf, s_buf, e_buf, nc)
+                zb += np.dot(e_buf[:nc], ones[:nc])
+                tb += np.dot(e_buf[:nc], s_buf[:nc])
+                ub += np.dot(e_buf[:nc], Arow[j0 : j0 + nc])
+            _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
+            continue
+        _logits_stage(c, Arow, Brow, a, b, l_buf, kb)
         mx0 = mx1 = mx2 = mx3 = -np.inf
         j = 0
         while j + 4 <= kb:
-            l0 = c[j] - a * Arow[j] - b * Brow[j]
-            l1 = c[j + 1] - a * Arow[j + 1] - b * Brow[j + 1]
-            l2 = c[j + 2] - a * Arow[j + 2] - b * Brow[j + 2]
-            l3 = c[j + 3] - a * Arow[j + 3] - b * Brow[j + 3]
-            l_buf[j] = l0
-            l_buf[j + 1] = l1
-            l_buf[j + 2] = l2
-            l_buf[j + 3] = l3
-            mx0 = l0 if l0 > mx0 else mx0
-            mx1 = l1 if l1 > mx1 else mx1
-            mx2 = l2 if l2 > mx2 else mx2
-            mx3 = l3 if l3 > mx3 else mx3
+            mx0 = l_buf[j] if l_buf[j] > mx0 else mx0
+            mx1 = l_buf[j + 1] if l_buf[j + 1] > mx1 else mx1
+            mx2 = l_buf[j + 2] if l_buf[j + 2] > mx2 else mx2
+            mx3 = l_buf[j + 3] if l_buf[j + 3] > mx3 else mx3
             j += 4
         while j < kb:
-            l0 = c[j] - a * Arow[j] - b * Brow[j]
-            l_buf[j] = l0
-            mx0 = l0 if l0 > mx0 else mx0
+            mx0 = l_buf[j] if l_buf[j] > mx0 else mx0
             j += 1
         mb = max(max(mx0, mx1), max(mx2, mx3))
-        m_old = m_st[t, i]
         m_new = mb if mb > m_old else m_old
         zb = 0.0
         tb = 0.0
@@ -190,47 +247,14 @@ def _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s
         for j0 in range(j0_start, kb, chunk):
             nc = min(chunk, kb - j0)
             _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
-            _weights_stage(y_bits, p_buf, s_buf, e_buf, nc)
-            # Four independent accumulators: a single running sum is latency-bound
-            # (fastmath=False forbids the compiler to reassociate it).
-            z0 = z1 = z2 = z3 = 0.0
-            t0 = t1 = t2 = t3 = 0.0
-            u0 = u1 = u2 = u3 = 0.0
-            j = 0
-            while j + 4 <= nc:
-                z0 += e_buf[j]
-                z1 += e_buf[j + 1]
-                z2 += e_buf[j + 2]
-                z3 += e_buf[j + 3]
-                t0 += e_buf[j] * s_buf[j]
-                t1 += e_buf[j + 1] * s_buf[j + 1]
-                t2 += e_buf[j + 2] * s_buf[j + 2]
-                t3 += e_buf[j + 3] * s_buf[j + 3]
-                u0 += e_buf[j] * Arow[j0 + j]
-                u1 += e_buf[j + 1] * Arow[j0 + j + 1]
-                u2 += e_buf[j + 2] * Arow[j0 + j + 2]
-                u3 += e_buf[j + 3] * Arow[j0 + j + 3]
-                j += 4
-            while j < nc:
-                z0 += e_buf[j]
-                t0 += e_buf[j] * s_buf[j]
-                u0 += e_buf[j] * Arow[j0 + j]
-                j += 1
-            zb += (z0 + z1) + (z2 + z3)
-            tb += (t0 + t1) + (t2 + t3)
-            ub += (u0 + u1) + (u2 + u3)
-        if m_old == -np.inf:
-            z_st[t, i] = zb
-            t_st[t, i] = tb
-            u_st[t, i] = ub
-        else:
-            d = m_old - m_new
-            f = math.exp(d)
-            z_old = z_st[t, i]
-            z_st[t, i] = z_old * f + zb
-            t_st[t, i] = (t_st[t, i] + d * z_old) * f + tb
-            u_st[t, i] = u_st[t, i] * f + ub
-        m_st[t, i] = m_new
+            _scale_stage(y_bits, e_bits, idx, nc)
+            _weights_stage(idx, scale, p_buf, s_buf, e_buf, nc)
+            # BLAS dot products: vectorised sums (fastmath=False forbids the compiler to
+            # reassociate a loop sum, so a plain loop would be latency-bound).
+            zb += np.dot(e_buf[:nc], ones[:nc])
+            tb += np.dot(e_buf[:nc], s_buf[:nc])
+            ub += np.dot(e_buf[:nc], Arow[j0 : j0 + nc])
+        _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
 
 
 @jit(parallel=True)
