@@ -108,6 +108,19 @@ def test_cdf_matches_independent_reference(name):
 # --- quantile round trips (acceptance 2: ppf(cdf(x)) == x) ------------------------------
 
 
+def base_resolution(s, x):
+    """Move of x caused by rounding the base coordinate of a transported schedule: 2 ulp(u) |dx/du|.
+
+    A schedule defined in cosine time cannot tell apart points closer than one float64 step of t.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if not isinstance(s, S.TransportedSchedule):
+        return np.zeros_like(x)
+    cb, c = s.base.coordinate, s.coordinate
+    u = cb.from_lam(c.to_lam(x))
+    return 2.0 * np.spacing(np.abs(u)) * np.abs(cb.dlam_du(u)) / np.abs(c.dlam_du(x))
+
+
 def interval_strategy():
     # lam_min >= -30: the cosine and rectified-flow time maps are accurate to 1e-10 only there
     # (Coordinate.lam_accurate); schedules defined in those coordinates inherit the limit.
@@ -127,12 +140,14 @@ def test_ppf_cdf_roundtrip(name, coordinate, ends, x):
     assert p > 0
     if sf >= 1e-8:  # the level q is resolved in float64
         err = abs(float(s.ppf(q)) - u)
-        bound = tol.COORD_ROUNDTRIP_RTOL * max(1.0, abs(u)) + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * q / p
+        bound = (tol.COORD_ROUNDTRIP_RTOL * max(1.0, abs(u)) + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * q / p
+                 + float(base_resolution(s, u)))
         target(err / bound, label="ppf(cdf)")
         assert err <= bound, (s, u, q, err, bound)
     if q >= 1e-8:
         err = abs(float(s.isf(sf)) - u)
-        bound = tol.COORD_ROUNDTRIP_RTOL * max(1.0, abs(u)) + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * sf / p
+        bound = (tol.COORD_ROUNDTRIP_RTOL * max(1.0, abs(u)) + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * sf / p
+                 + float(base_resolution(s, u)))
         assert err <= bound, (s, u, sf, err, bound)
 
 
@@ -590,3 +605,34 @@ def test_docstring_examples_run():
     for module in (S, W):
         res = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert res.attempted > 0 and res.failed == 0, (module.__name__, res)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("coordinate", COORDS)
+def test_quantile_roundtrip_dense_grid(coordinate):
+    """Thorough version of the round-trip properties: every built-in on dense grids incl. both end regions."""
+    for s in S.builtin_schedules(-30.0, 50.0, coordinate=coordinate).values():
+        lo, hi = s.interval
+        x = np.concatenate([np.linspace(lo, hi, 20001), lo + (hi - lo) * np.logspace(-15, 0, 300),
+                            hi - (hi - lo) * np.logspace(-15, 0, 300)])
+        x = np.clip(x, lo, hi)
+        F, Sv, p = s.cdf(x), s.sf(x), s.pdf(x)
+        assert np.all(np.abs(F + Sv - 1) <= 4 * tol.EPS)
+        base = tol.COORD_ROUNDTRIP_RTOL * np.maximum(1.0, np.abs(x)) + base_resolution(s, x)
+        ok = Sv >= 1e-8
+        err = np.abs(s.ppf(F[ok]) - x[ok])
+        assert np.all(err <= base[ok] + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * F[ok] / p[ok]), s
+        ok = F >= 1e-8
+        err = np.abs(s.isf(Sv[ok]) - x[ok])
+        assert np.all(err <= base[ok] + tol.PPF_ROUNDTRIP_EPS_FACTOR * tol.EPS * Sv[ok] / p[ok]), s
+        q = np.concatenate([np.linspace(0, 1, 10001), np.logspace(-16, -1, 100), 1 - np.logspace(-16, -1, 100)])
+        u = s.ppf(q)
+        res = 2.0 * s.pdf(u) * np.spacing(np.abs(u))
+        assert np.all(np.abs(s.cdf(u) - q) <= tol.QUANTILE_ROUNDTRIP_ATOL + res), s
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_ks_million_samples_against_independent_cdf(name):
+    x = build(name).sample(10**6, rng=3000 + NAMES.index(name))
+    assert stats.kstest(x, reference_cdf(name)).pvalue > tol.KS_ALPHA
