@@ -18,6 +18,7 @@ def test_bench_posterior_tiny_profile(mnist_dir, capsys):
     assert "baseline 2, the GEMMs a naive per-level implementation needs: 4 x (8 x 784)(784 x 300)" in out
     assert re.search(r"ratio profile / baseline 1 = [0-9.]+", out)
     assert re.search(r"ratio profile / baseline 2 = [0-9.]+", out)
+    assert re.search(r"CPU seconds .* ratio [0-9.]+", out)
 
 
 def test_bench_posterior_bad_input(mnist_dir, capsys):
