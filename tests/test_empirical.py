@@ -444,3 +444,18 @@ def test_bad_input_posterior_weights():
         posterior_weights_blocked(mu, np.zeros(3), np.zeros((4, 2)), [0.0, 1.0])
     with pytest.raises(ValueError, match="kernel must be"):
         information_samples(mu, None, [0.0], n_samples=4, kernel="cuda")
+
+
+def test_posterior_weights_blocked_extreme_levels():
+    mu, w = small_mixture(6, 15, 4, scale=3.0)
+    rng = np.random.default_rng(1)
+    k = rng.integers(0, 15, 9)
+    x = mu[k] + 1e-3 * rng.standard_normal((9, 4))
+    den, H, logz = posterior_weights_blocked(mu, np.log(w), x, 50.0, block_size=4)
+    # all weight on the nearest atom (to the rounding of centring and un-centring)
+    np.testing.assert_allclose(den, mu[k], rtol=4 * EPS, atol=4 * EPS)
+    assert np.all(H == 0.0) and np.all(np.isfinite(logz))
+    den, H, logz = posterior_weights_blocked(mu, np.log(w), x, -50.0, block_size=4)
+    np.testing.assert_allclose(den, np.broadcast_to(w @ mu, den.shape), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(H, -(w * np.log(w)).sum(), rtol=1e-12)
+    np.testing.assert_allclose(logz, 0.0, atol=1e-12)  # log sum_j pi_j e^{-tiny} = 0
