@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from noisealloc.solvers.frank_wolfe import line_search
 from noisealloc.solvers.criteria import (
     Problem,
     SingularMomentError,
@@ -67,7 +68,7 @@ def _face_gap(p, S, gS):
 
 
 def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, max_steps: int = 100, counters=None):
-    """Projected Newton restricted to the candidates ``S``; returns ``(p, S_kept, n_steps)``.
+    r"""Projected Newton restricted to the candidates ``S``; returns ``(p, S_kept, n_steps)``.
 
     Stops when the KKT residual on the face, :math:`\max_{i \in S, p_i > 0} g_i - \min_{i \in S} g_i`,
     is at most ``target`` (a first-order measure: the Newton decrement, quadratic in the
@@ -138,7 +139,23 @@ def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, ma
         steps += 1
         counters["n_iter"] += 1
         if not accepted:
-            break
+            # Nearly dependent atoms (neighbouring grid points) make the reduced Hessian
+            # ill-conditioned; fall back to an exact vertex-exchange step on the face.
+            pos = np.flatnonzero(p[S] > 0)
+            i = int(S[np.argmin(gS)])
+            j = int(S[pos[np.argmax(gS[pos])]])
+            if i == j:
+                break
+            DM = prob.A[i] - prob.A[j]
+            DG = None if prob.G is None else prob.G[i] - prob.G[j]
+            Gp = ev.Gp if prob.G is not None else None
+            t, _v = line_search(prob, ev.M, Gp, DM, DG, p[j], mu=mu, phi0=ev.value, counters=counters)
+            if not t > 0:
+                break
+            q = p.copy()
+            q[i] += t
+            q[j] = 0.0 if t >= p[j] else p[j] - t
+            ev_new = evaluate(prob, q, mu=mu)
         p, ev = q, ev_new
         keep = (p[S] > 0) | (gS < float(p[S] @ gS))
         if keep.sum() >= 1:

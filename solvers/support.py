@@ -1,0 +1,178 @@
+r"""Support reduction (Carathéodory) and merging of adjacent grid atoms.
+
+**Carathéodory reduction.**  The criteria depend on ``p`` only through the moments
+:math:`(A_p, G_p)`, i.e. through :math:`\sum_i p_i v_i` with
+:math:`v_i = (\operatorname{vech} A_i, \operatorname{vech} G_i, 1)`.  While the support
+vectors are linearly dependent, take :math:`z \ne 0` with :math:`\sum_{i \in S} z_i v_i = 0`
+(a right singular vector of the smallest singular value) and move
+:math:`p_S \leftarrow p_S - t z` with the largest :math:`t` keeping ``p >= 0``: the moments,
+hence the value, are unchanged and one atom leaves.  At the end the support vectors
+are independent, so there are at most ``dim v`` atoms: ``m(m+1)/2 + 1`` (convex
+criteria) or ``m(m+1) + 1`` (sandwich), Theorem 1's bound.  The value is recomputed and
+the reduction is undone if rounding ever increased it.
+
+**Merging.**  On a fine grid a continuous optimal atom shows up as a cluster of
+neighbouring grid points.  :func:`merge_atoms` replaces each cluster by the one grid
+point that gives the smallest value after re-optimising the weights on the new
+support, and keeps the merge only if the value rises by at most ``rtol * scale``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noisealloc.solvers.criteria import evaluate, gradient, make_problem, scale
+from noisealloc.solvers.result import ReductionResult
+from noisealloc.theory.errors import as_float_array, check_finite
+from noisealloc.theory.tolerances import FW_GAP_RTOL
+
+#: Relative value change accepted from a Caratheodory step (pure rounding: the moments
+#: are unchanged to ~1e-15 relative; the value amplifies that by cond(M) <= 1e5 here).
+REDUCTION_RTOL = 1e-10
+
+__all__ = ["caratheodory", "reduce_support", "merge_atoms", "moment_vectors"]
+
+
+def moment_vectors(A, G=None) -> np.ndarray:
+    """Rows :math:`v_i = (\\operatorname{vech} A_i, \\operatorname{vech} G_i, 1)`, shape (n, d)."""
+    A = np.asarray(A, dtype=float)
+    m = A.shape[1]
+    iu = np.triu_indices(m)
+    parts = [A[:, iu[0], iu[1]]]
+    if G is not None:
+        parts.append(np.asarray(G, dtype=float)[:, iu[0], iu[1]])
+    parts.append(np.ones((A.shape[0], 1)))
+    return np.concatenate(parts, axis=1)
+
+
+def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
+    r"""Reduce ``p`` so that the rows of ``V`` on its support are linearly independent.
+
+    Keeps :math:`\sum_i p_i V_i` (up to rounding) and ``p >= 0``; returns the new weights.
+
+    Parameters
+    ----------
+    V : array_like, shape (n, d)
+        One row per candidate (its last column should be all ones so that the total mass is kept).
+    p : array_like, shape (n,)
+    rcond : float, optional
+        Singular values below ``rcond * s_max`` count as zero (default ``1e-12``).
+    """
+    V = np.asarray(V, dtype=float)
+    p = np.array(p, dtype=float)
+    if rcond is None:
+        rcond = 1e-12
+    colscale = np.maximum(np.abs(V).max(axis=0), np.finfo(float).tiny)
+    Vs = V / colscale  # column scaling so that vech entries of different size count alike
+    while True:
+        S = np.flatnonzero(p > 0)
+        if S.size <= 1:
+            return p
+        _, sv, vt = np.linalg.svd(Vs[S].T, full_matrices=True)
+        rank = int(np.sum(sv > rcond * sv[0])) if sv.size else 0
+        if rank >= S.size:
+            return p
+        z = vt[-1]
+        if not np.any(z > 0):
+            z = -z
+        pos = z > 0
+        t = np.min(p[S][pos] / z[pos])
+        k = S[pos][np.argmin(p[S][pos] / z[pos])]
+        p[S] = p[S] - t * z
+        p[k] = 0.0
+        p[p < 0] = 0.0
+
+
+def _check_weights(weights, n):
+    p = as_float_array(weights, "weights")
+    if p.shape != (n,):
+        raise ValueError(f"weights must have shape ({n},) to match A; got {p.shape}")
+    check_finite(p, "weights")
+    if np.any(p < 0) or not p.sum() > 0:
+        raise ValueError("weights must be non-negative with a positive sum")
+    return p / p.sum()
+
+
+def reduce_support(A, weights, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None) -> ReductionResult:
+    """Carathéodory reduction of an allocation to at most Theorem 1's number of atoms.
+
+    Never increases the criterion value (it is recomputed; the input is returned if
+    rounding would increase it).  Parameters as in :func:`noisealloc.solvers.solve`.
+
+    Returns
+    -------
+    ReductionResult
+    """
+    prob = make_problem(A, criterion, W=W, G=G, A_eval=A_eval, c=c)
+    p = _check_weights(weights, prob.n)
+    V = moment_vectors(prob.A, prob.G)
+    q = caratheodory(V, p)
+    q /= q.sum()
+    v0 = evaluate(prob, p).value
+    v1 = evaluate(prob, q).value
+    # The moments are kept exactly up to rounding, so the value can only move by rounding
+    # amplified by the conditioning of M; anything beyond REDUCTION_RTOL is refused.
+    if v1 > v0 + REDUCTION_RTOL * max(abs(v0), 1.0):
+        q, v1 = p, v0
+    resid = float(np.max(np.abs(q @ V - p @ V)))
+    return ReductionResult(
+        weights=q,
+        support=np.flatnonzero(q > 0),
+        value_before=float(v0),
+        value_after=float(v1),
+        n_atoms_before=int(np.count_nonzero(p)),
+        n_atoms_after=int(np.count_nonzero(q)),
+        moment_residual=resid,
+    )
+
+
+def merge_atoms(
+    A, weights, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, max_gap: int = 1, rtol: float = FW_GAP_RTOL
+) -> ReductionResult:
+    """Merge clusters of support atoms that are at most ``max_gap`` grid indices apart.
+
+    Each cluster is replaced by the member grid point that minimises the value after
+    the weights are re-optimised on the new support (projected Newton); a merge is kept
+    only if the value rises by at most ``rtol * scale`` (``scale`` as in the certificate).
+    """
+    from noisealloc.solvers.polish import newton_on_support
+
+    if not (isinstance(max_gap, (int, np.integer)) and max_gap >= 1):
+        raise ValueError(f"max_gap must be an integer >= 1; got {max_gap!r}")
+    prob = make_problem(A, criterion, W=W, G=G, A_eval=A_eval, c=c)
+    p = _check_weights(weights, prob.n)
+    ev0 = evaluate(prob, p)
+    v0 = ev0.value
+    sc = scale(prob, ev0)
+    budget = rtol * sc
+    S = np.flatnonzero(p > 0)
+    clusters = np.split(S, np.flatnonzero(np.diff(S) > max_gap) + 1) if S.size else []
+    q = p.copy()
+    for cl in clusters:
+        if cl.size < 2:
+            continue
+        best = None
+        for keep in cl:
+            trial = q.copy()
+            trial[cl] = 0.0
+            trial[keep] = q[cl].sum()
+            sup = np.flatnonzero(trial > 0)
+            try:
+                trial, _, _ = newton_on_support(prob, trial, sup, target=0.1 * budget)
+                val = evaluate(prob, trial).value
+            except np.linalg.LinAlgError:
+                continue
+            if best is None or val < best[0]:
+                best = (val, trial)
+        if best is not None and best[0] <= v0 + budget:
+            q = best[1]
+    v1 = evaluate(prob, q).value
+    return ReductionResult(
+        weights=q,
+        support=np.flatnonzero(q > 0),
+        value_before=float(v0),
+        value_after=float(v1),
+        n_atoms_before=int(S.size),
+        n_atoms_after=int(np.count_nonzero(q)),
+        moment_residual=float(np.max(np.abs(moment_vectors(prob.A, prob.G).T @ (q - p)))),
+    )

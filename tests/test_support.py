@@ -1,0 +1,70 @@
+"""Caratheodory support reduction and merging of adjacent grid atoms."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from noisealloc.solvers import solve
+from noisealloc.solvers.support import REDUCTION_RTOL, merge_atoms, moment_vectors, reduce_support
+
+sys.path.insert(0, str(Path(__file__).parent))
+from solver_strategies import psd_curves, simplex_weights  # noqa: E402
+
+
+@given(data=st.data())
+def test_caratheodory_keeps_moments_and_value(data):
+    lam, A = data.draw(psd_curves())
+    n, m = A.shape[0], A.shape[1]
+    p = data.draw(simplex_weights(n, min_atoms=n // 2 + 1))
+    red = reduce_support(A, p, "A")
+    V = moment_vectors(A)
+    assert np.max(np.abs(red.weights @ V - p @ V)) <= 1e-12 * np.abs(V).max()
+    assert red.n_atoms_after <= m * (m + 1) // 2 + 1
+    # moments are unchanged, so the value moves by rounding only (REDUCTION_RTOL)
+    assert red.value_after <= red.value_before + REDUCTION_RTOL * abs(red.value_before)
+    assert np.all(red.weights >= 0) and abs(red.weights.sum() - 1) < 1e-12
+
+
+@settings(max_examples=15)
+@given(data=st.data())
+def test_caratheodory_sandwich_bound(data):
+    lam, A = data.draw(psd_curves(m_max=2, n_max=20))
+    n, m = A.shape[0], A.shape[1]
+    G = (1.0 + lam**2)[:, None, None] * A
+    p = data.draw(simplex_weights(n, min_atoms=n))
+    red = reduce_support(A, p, "sandwich", G=G, A_eval=np.eye(m))
+    assert red.n_atoms_after <= m * (m + 1) + 1
+    assert abs(red.value_after - red.value_before) <= 1e-10 * abs(red.value_before)
+
+
+def test_merge_adjacent_grid_atoms_chebyshev():
+    """A fine grid splits each of the m continuous atoms into neighbours; merging recovers m atoms.
+
+    A-optimal designs for degree-d polynomial regression on [-1, 1] have d + 1 support
+    points (de la Garza 1954; Pukelsheim 2006, sec. 9.5 and 9.11).
+    """
+    x = np.linspace(-1, 1, 4001)
+    F = np.polynomial.chebyshev.chebvander(x, 5)
+    A = F[:, :, None] * F[:, None, :]
+    res = solve(A, "A", grid=x)
+    mer = merge_atoms(A, res.weights, "A", rtol=1e-7)
+    assert res.certificate.n_atoms > 6
+    assert mer.n_atoms_after == 6
+    assert mer.value_after - mer.value_before <= 1e-7 * abs(mer.value_before)
+
+
+def test_bad_input():
+    x = np.linspace(-1, 1, 5)
+    F = np.stack([np.ones(5), x], 1)
+    A = F[:, :, None] * F[:, None, :]
+    with pytest.raises(ValueError, match="weights must have shape"):
+        reduce_support(A, np.ones(4) / 4, "A")
+    with pytest.raises(ValueError, match="non-negative"):
+        reduce_support(A, np.array([1, -1, 1, 0, 0.0]), "A")
+    with pytest.raises(ValueError, match="max_gap"):
+        merge_atoms(A, np.ones(5) / 5, "A", max_gap=0)
