@@ -1,0 +1,199 @@
+"""Shared machinery of the figure scripts: plot style, atomic writers, run configuration.
+
+Every figure writes three files into its output directory:
+
+* ``<name>.png`` -- the figure;
+* ``<name>.json`` -- the numbers plotted (deterministic: same seed -> identical bytes; no timings,
+  no paths, no versions in it);
+* ``<name>.config.json`` -- the run configuration: options, seeds, elapsed time and package
+  versions (not part of the bit-for-bit comparison, since it holds a clock).
+
+Numbers are serialised by :func:`to_jsonable` with ``repr``-exact floats (``json`` writes
+``float.__repr__``, which round-trips), sorted keys and a fixed indentation, so two runs from the
+same seed produce byte-identical files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from noisealloc.theory.schedule_io import atomic_write
+
+__all__ = [
+    "LAM_LABEL",
+    "to_jsonable",
+    "write_json",
+    "write_png",
+    "write_config",
+    "package_versions",
+    "figure_main",
+    "setup_matplotlib",
+    "Timer",
+]
+
+#: Axis label of the canonical coordinate (every figure uses it).
+LAM_LABEL = r"log-SNR $\lambda = \log(\alpha^2/\sigma^2)$ (nats)"
+
+
+def to_jsonable(obj):
+    """Convert numpy scalars/arrays, tuples and non-finite floats into JSON-safe Python objects.
+
+    Non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"`` (JSON has no literal for
+    them, and ``allow_nan`` output is not valid JSON).
+    """
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (np.bool_, bool)):
+        return bool(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if math.isfinite(x):
+            return x
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return obj
+
+
+def from_json_float(x) -> float:
+    """Inverse of the non-finite encoding of :func:`to_jsonable`."""
+    if isinstance(x, str):
+        return float(x)
+    return float(x)
+
+
+def write_json(path, obj) -> Path:
+    """Write ``obj`` as deterministic JSON (sorted keys, indent 1), atomically."""
+    text = json.dumps(to_jsonable(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda fh: fh.write(data))
+
+
+def write_text(path, text: str) -> Path:
+    """Write a text file atomically."""
+    data = text.encode("utf-8")
+    return atomic_write(path, lambda fh: fh.write(data))
+
+
+def setup_matplotlib():
+    """Select the non-interactive backend and a style readable at 100%; return ``pyplot``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({
+        "figure.dpi": 100,
+        "savefig.dpi": 110,
+        "font.size": 10,
+        "axes.titlesize": 10.5,
+        "axes.labelsize": 10,
+        "legend.fontsize": 8.5,
+        "xtick.labelsize": 9,
+        "ytick.labelsize": 9,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "lines.linewidth": 1.6,
+        # Fixed metadata: PNG bytes do not depend on the clock or the matplotlib build.
+        "svg.hashsalt": "noisealloc",
+    })
+    return plt
+
+
+def write_png(fig, path) -> Path:
+    """Save a matplotlib figure atomically (PNG, no time stamp in the metadata)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
+    data = buf.getvalue()
+    return atomic_write(path, lambda fh: fh.write(data))
+
+
+def package_versions() -> dict:
+    """Versions of Python and of the packages that shape the numbers."""
+    out = {"python": platform.python_version()}
+    for name in ("noisealloc", "numpy", "scipy", "matplotlib", "sklearn", "numba", "dask", "distributed", "mpmath"):
+        try:
+            mod = __import__(name)
+            out[name] = getattr(mod, "__version__", "?")
+        except Exception:  # pragma: no cover - optional packages
+            out[name] = None
+    return out
+
+
+def write_config(out_dir, name: str, options: dict, *, seed: int, elapsed: float) -> Path:
+    """Write ``<name>.config.json``: options, seed, elapsed seconds, command line and package versions."""
+    doc = {
+        "figure": name,
+        "options": options,
+        "seed": int(seed),
+        "elapsed_seconds": round(float(elapsed), 3),
+        "argv": list(sys.argv),
+        "versions": package_versions(),
+    }
+    return write_json(Path(out_dir) / f"{name}.config.json", doc)
+
+
+class Timer:
+    """Wall-clock timer (``with Timer() as t: ...; t.seconds``)."""
+
+    def __enter__(self):
+        self._t0 = time.perf_counter()
+        self.seconds = 0.0
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._t0
+        return False
+
+
+def resolve_mnist(mnist):
+    """The MNIST directory to use: ``mnist`` if given, else ``$NOISEALLOC_MNIST_DIR`` if set, else None."""
+    import os
+
+    from noisealloc.theory.datasets import MNIST_ENV_VAR
+
+    if mnist:
+        return str(mnist)
+    env = os.environ.get(MNIST_ENV_VAR)
+    return env or None
+
+
+def figure_main(run, description: str, argv=None) -> int:
+    """Command-line entry of a figure module: ``--out DIR [--quick|--full] [--seed N] [--mnist PATH]``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="quick", action="store_true", default=True, help="quick sizes (default)")
+    mode.add_argument("--full", dest="quick", action="store_false", help="full sizes")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--mnist", default=None, metavar="PATH",
+                        help="directory of the MNIST test-set IDX files (or set NOISEALLOC_MNIST_DIR)")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = run(out, quick=args.quick, seed=args.seed, mnist=args.mnist)
+    print(json.dumps({k: str(v) for k, v in result.items() if k in ("png", "numbers", "config")}, indent=1))
+    return 0
+
+
+def check_run_args(out_dir, seed) -> Path:
+    """Validate the common arguments of every ``run``; return the output directory (created)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
+        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
