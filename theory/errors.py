@@ -68,8 +68,10 @@ def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
     """Raise ``ValueError`` if ``arr`` holds a NaN or an infinity."""
     arr = np.asarray(arr)
     if not np.all(np.isfinite(arr)):
-        bad = np.flatnonzero(~np.isfinite(arr.ravel()))[0]
-        raise ValueError(f"{name} must be finite; entry {np.unravel_index(bad, arr.shape)} is {arr.ravel()[bad]!r}")
+        bad = int(np.flatnonzero(~np.isfinite(arr.ravel()))[0])
+        where = tuple(int(i) for i in np.unravel_index(bad, arr.shape))
+        raise ValueError(f"{name} must be finite; entry {where if len(where) != 1 else where[0]} is "
+                         f"{float(arr.ravel()[bad])!r}")
     return arr
 
 
@@ -100,8 +102,8 @@ def check_positive(arr, name: str) -> np.ndarray:
     """Raise ``ValueError`` unless every entry is finite and > 0."""
     arr = check_finite(np.asarray(arr, dtype=np.float64), name)
     if np.any(arr <= 0):
-        bad = np.flatnonzero(arr.ravel() <= 0)[0]
-        raise ValueError(f"{name} must be > 0 everywhere; entry {bad} is {arr.ravel()[bad]!r}")
+        bad = int(np.flatnonzero(arr.ravel() <= 0)[0])
+        raise ValueError(f"{name} must be > 0 everywhere; entry {bad} is {float(arr.ravel()[bad])!r}")
     return arr
 
 
@@ -109,8 +111,8 @@ def check_nonnegative(arr, name: str) -> np.ndarray:
     """Raise ``ValueError`` unless every entry is finite and >= 0."""
     arr = check_finite(np.asarray(arr, dtype=np.float64), name)
     if np.any(arr < 0):
-        bad = np.flatnonzero(arr.ravel() < 0)[0]
-        raise ValueError(f"{name} must be >= 0 everywhere; entry {bad} is {arr.ravel()[bad]!r}")
+        bad = int(np.flatnonzero(arr.ravel() < 0)[0])
+        raise ValueError(f"{name} must be >= 0 everywhere; entry {bad} is {float(arr.ravel()[bad])!r}")
     return arr
 
 
@@ -121,6 +123,8 @@ def as_generator(rng=None) -> np.random.Generator:
     """
     if isinstance(rng, np.random.Generator):
         return rng
+    if isinstance(rng, bool):
+        raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None; got the bool {rng!r}")
     if rng is None or isinstance(rng, (int, np.integer)):
         if rng is not None and int(rng) < 0:
             raise ValueError(f"rng seed must be a non-negative integer; got {rng}")
