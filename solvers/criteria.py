@@ -313,8 +313,11 @@ def _inv_pd(M: np.ndarray) -> np.ndarray:
         cf = sla.cho_factor(M, lower=True, check_finite=False)
     except np.linalg.LinAlgError as exc:
         raise SingularMomentError("moment matrix is not positive definite") from exc
-    if not np.all(np.diag(cf[0]) > 0):
-        raise SingularMomentError("moment matrix is not positive definite")
+    d = np.diag(cf[0])
+    # rcond(M) ~ (min d / max d)^2: below SINGULAR_RCOND the inverse has no correct digit
+    # and values computed from it are rounding noise (possibly of either sign).
+    if not np.all(d > 0) or d.min() ** 2 <= SINGULAR_RCOND * d.max() ** 2:
+        raise SingularMomentError("moment matrix is singular in floating point")
     K = sla.cho_solve(cf, np.eye(M.shape[0]), check_finite=False)
     return 0.5 * (K + K.T), cf
 
@@ -444,13 +447,24 @@ def hessian(prob: Problem, p: np.ndarray, idx: np.ndarray, ev: Eval, *, mu: floa
         pp[j] += h
         pm = p.copy()
         pm[j] = p[j] - h
+        g0 = None
         try:
             gp = gradient(prob, evaluate(prob, pp), idx)
-            gm = gradient(prob, evaluate(prob, pm), idx)
-            H[:, a] = (gp - gm) / (2 * h)
         except SingularMomentError:
-            gp = gradient(prob, evaluate(prob, pp), idx)
-            H[:, a] = (gp - gradient(prob, ev, idx)) / h
+            gp = None
+        try:
+            gm = gradient(prob, evaluate(prob, pm), idx)
+        except SingularMomentError:
+            gm = None
+        if gp is not None and gm is not None:
+            H[:, a] = (gp - gm) / (2 * h)
+        elif gp is not None or gm is not None:
+            g0 = gradient(prob, ev, idx)
+            H[:, a] = (gp - g0) / h if gp is not None else (g0 - gm) / h
+        else:
+            # M(p) is singular to rounding: no curvature information in this column; the
+            # eigenvalue floor of the Newton step then makes it a gradient step.
+            H[:, a] = 0.0
     return 0.5 * (H + H.T)
 
 

@@ -119,8 +119,14 @@ def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, variant
     if counters is None:
         counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
     p = np.array(p, dtype=float)
+    p_prev = p
     for it in range(max_iter + 1):
-        ev = evaluate(prob, p, mu=mu)
+        try:
+            ev = evaluate(prob, p, mu=mu)
+        except SingularMomentError:
+            # a drop step made M(p) singular in rounding: keep the last regular iterate
+            return p_prev, 2
+        p_prev = p.copy()
         g = gradient(prob, ev)
         counters["n_grad"] += 1
         gbar = float(p @ g)
