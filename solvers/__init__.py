@@ -11,7 +11,10 @@ Imports :mod:`noisealloc.theory` only.  Public API:
 """
 
 from noisealloc.solvers.certificates import certify, exact_sensitivity_check, offgrid_check
-from noisealloc.solvers.criteria import CRITERIA, METHODS, Problem, make_problem, solve
+from noisealloc.solvers.criteria import CRITERIA, METHODS, Problem, make_problem, sandwich_gradient, sandwich_value, solve
+from noisealloc.solvers.refine import refine
+from noisealloc.solvers.support import caratheodory, merge_atoms, reduce_support
+from noisealloc.solvers.theorem1p import reduce_population
 from noisealloc.solvers.result import (
     STATUS_MESSAGES,
     Certificate,
@@ -25,6 +28,13 @@ from noisealloc.solvers.result import (
 
 __all__ = [
     "solve",
+    "sandwich_value",
+    "sandwich_gradient",
+    "refine",
+    "caratheodory",
+    "merge_atoms",
+    "reduce_support",
+    "reduce_population",
     "certify",
     "offgrid_check",
     "exact_sensitivity_check",

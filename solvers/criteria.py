@@ -662,3 +662,26 @@ def _solve(A, criterion, *, W, G, A_eval, c, grid, method, polish, tol, max_iter
         certificate=cert,
         seed_state=seed_state,
     )
+
+
+def sandwich_value(A, G, A_eval, weights) -> float:
+    r"""The sandwich :math:`V(p) = \tfrac12 \operatorname{tr}(A_\omega A_p^{-1} G_p A_p^{-1})`.
+
+    Parameters
+    ----------
+    A, G : array_like, shape (n, m, m)
+    A_eval : array_like, shape (m, m)
+    weights : array_like, shape (n,)
+    """
+    prob = make_problem(A, "sandwich", G=G, A_eval=A_eval)
+    p = as_float_array(weights, "weights", shape=(prob.n,))
+    check_finite(p, "weights")
+    return evaluate(prob, p).value
+
+
+def sandwich_gradient(A, G, A_eval, weights) -> np.ndarray:
+    r""":math:`\partial V / \partial p_i = \tfrac12\langle K A_\omega K, G_i\rangle - \langle \operatorname{sym}(K G_p K A_\omega K), A_i\rangle`, :math:`K = A_p^{-1}`; shape (n,)."""
+    prob = make_problem(A, "sandwich", G=G, A_eval=A_eval)
+    p = as_float_array(weights, "weights", shape=(prob.n,))
+    check_finite(p, "weights")
+    return gradient(prob, evaluate(prob, p))

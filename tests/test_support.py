@@ -70,3 +70,30 @@ def test_bad_input():
         reduce_support(A, np.array([1, -1, 1, 0, 0.0]), "A")
     with pytest.raises(ValueError, match="max_gap"):
         merge_atoms(A, np.ones(5) / 5, "A", max_gap=0)
+
+
+def test_refine_recovers_d_optimal_cubic_off_grid():
+    """Refinement from a coarse grid moves the atoms to the roots of (1 - x^2) P_3'(x) = ±1, ±1/sqrt(5).
+
+    (Guest 1958; Pukelsheim 2006 sec. 9.5; the roots are computed with sympy here.)
+    """
+    import sympy as sp
+
+    from noisealloc.solvers.refine import refine
+
+    xs = sp.symbols("x")
+    roots = np.array(sorted(float(r) for r in sp.Poly((1 - xs**2) * sp.diff(sp.legendre(3, xs), xs), xs).all_roots()))
+    x = np.linspace(-1, 1, 13)  # +-1/sqrt(5) are not grid points
+    F = np.vander(x, 4, increasing=True)
+    res = solve(F[:, :, None] * F[:, None, :], "D", grid=x)
+
+    def A_fn(t):
+        f = np.vander(np.array([t]), 4, increasing=True)[0]
+        return np.outer(f, f)
+
+    rr = refine(A_fn, res.lam, res.weights[res.support], "D", interval=(-1, 1))
+    assert rr.converged and rr.value < rr.value_grid
+    np.testing.assert_allclose(rr.lam, roots, atol=1e-6)
+    np.testing.assert_allclose(rr.weights, 0.25, atol=1e-9)
+    Fp = np.vander(roots, 4, increasing=True)
+    np.testing.assert_allclose(rr.value, -np.linalg.slogdet(Fp.T @ Fp / 4)[1], rtol=1e-12)
