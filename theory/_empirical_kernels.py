@@ -1,35 +1,38 @@
-"""Kernels of the blocked posterior engine (private; used by :mod:`noisealloc.theory.empirical`).
+r"""Kernels of the blocked posterior engine (private; used by :mod:`noisealloc.theory.empirical`).
 
 One kernel, two implementations with the same contract:
 
 * :func:`level_pass_gram` -- compiled through :func:`noisealloc.theory._numba.jit`;
-  rows in parallel; each row's squared distances are assembled from the GEMM
-  output and then every level is processed while the row sits in cache; a
-  branch-free, vectorisable ``exp`` (``2**(k/64)`` table + degree-5 Taylor
-  polynomial, <= 2 ulp) replaces numba's scalar ``math.exp``, which was the
-  bottleneck (about 5 ns per call on the development machine, where no SVML is
-  available); levels where at most 1/8 of the terms survive the cutoff (high
-  SNR) take a scalar pass over the survivors instead.
-* :func:`level_pass_numpy` -- the same arithmetic in plain numpy with ``np.exp``;
-  the reference the tests compare the compiled kernel with.
+  rows in parallel (``prange``); each row's squared distances are assembled from
+  the GEMM output, then every level is processed while the row sits in cache.
+  Per level, two short vectorisable stages per chunk of :data:`_CH` atoms
+  (logits and range reduction; polynomial and sums) keep the dependency chains
+  short enough for the out-of-order core to overlap iterations; the sums go into
+  :data:`_W` lanes (elementwise, so no reassociation is needed and
+  ``fastmath=False`` holds).  Candidates that can never again reach the cutoff
+  are removed for good once levels rise (see :func:`_prune`), so high-SNR
+  levels cost O(survivors), not O(atoms).
+* :func:`level_pass_numpy` -- the same arithmetic in plain numpy with ``np.exp``
+  and no cutoff; the reference the tests compare the compiled kernel with.
 
 Contract (both; the compiled kernel first builds ``A`` and ``B`` from the GEMM output): for one
 block of atoms with logits
 
 .. math::
 
-    l_{ij}(\\lambda_t) = c_j - a_t A_{ij} - b_t B_{ij}
+    l_{ij}(\lambda_t) = c_j - a_t A_{ij} - b_t B_{ij}, \qquad b_t = \sqrt{2 a_t},
 
 update, for every level ``t`` and row ``i``, the running state of an online
-log-sum-exp: ``m`` (running maximum), ``Z = sum_j e^{l_j - m}``,
-``T = sum_j e^{l_j - m} (l_j - m)`` (<= 0) and ``U = sum_j e^{l_j - m} A_ij``.
-From the final state: ``log Z`` is the log-normaliser relative to ``m``,
-``H = log Z - T / Z`` the posterior entropy (nats, no cancellation since
-``T <= 0``) and ``U / Z = sum_j w_j A_ij``.
+log-sum-exp: ``m`` (running shift), ``Z = sum_j e^{l_j - m}``,
+``T = sum_j e^{l_j - m} (l_j - m)`` and ``U = sum_j e^{l_j - m} A_ij``.
+From the final state: ``H = log Z - T / Z`` is the posterior entropy (nats; the
+formula holds for any shift ``m``) and ``U / Z = sum_j w_j A_ij``.
 
-Terms with ``l_j - m < EXP_CUTOFF`` (= -708) are dropped: each is below
-``e^{-708} ~ 3e-308`` relative to the largest term, beneath float64 resolution
-of ``Z``.
+The compiled kernel's ``exp`` is accurate to 2 ulp down to ``e^{-708}``, follows
+``np.exp`` into the subnormal range below, and is exactly 0 at or below
+``EXP_UNDERFLOW`` (-746), where ``np.exp`` is 0 too; its shift ``m`` never exceeds
+the largest logit (see :func:`_row_levels`), so every term that the reference
+keeps as a normal number is kept.
 """
 
 from __future__ import annotations
@@ -40,111 +43,290 @@ import numpy as np
 
 from noisealloc.theory._numba import jit, prange
 
-__all__ = ["EXP_CUTOFF", "level_pass_gram", "level_pass_numpy", "exp_nonpositive"]
+__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive"]
 
-#: Shifted logits below this are treated as exp(.) = 0 (exp(-708) ~ 3.3e-308, the normal-number floor).
+#: Below this, exp(s) is subnormal (exp(-708) ~ 3.3e-308 is near the smallest normal number): the
+#: kernel's exp then agrees with ``np.exp`` to the subnormal spacing 2**-1074, not to relative precision.
 EXP_CUTOFF = -708.0
-# exp(s) = 2**(k/64) * exp(r),  k = round(64 s / ln 2),  |r| <= ln2/128 ~ 0.0054.
-# fdlibm's split of ln 2 divided by 64 (exact): _LN2_HI has 32 trailing zero bits, so k * _LN2_HI_64
-# is exact for |k| < 2**20 (here |k| <= 65408).
-_LN2_HI_64 = 6.93147180369123816490e-01 / 64.0
-_LN2_LO_64 = 1.90821492927058770002e-10 / 64.0
-_INV_LN2_64 = 64.0 * 1.44269504088896338700e00
-# 1.5 * 2**52: adding it rounds a double of magnitude < 2**51 to an integer held in the low mantissa bits.
+#: Shifted logits are clamped here; exp(-746) ~ 1.1e-324 rounds to exactly 0 (as ``np.exp`` does
+#: below -745.14), so terms at or below it contribute exactly nothing and can be skipped.
+EXP_UNDERFLOW = -746.0
+
+# exp(s) = 2**k * exp(r),  k = round(s / ln 2),  |r| <= ln2/2 ~ 0.347.
+# fdlibm's split of ln 2: _LN2_HI has 21 trailing zero bits, so k * _LN2_HI is exact for |k| <= 1022.
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+# y = s / ln2 + 1.5 * 2**52 + 1087: for s in [-746, 660] the sum lies in [2**52, 2**53), where the
+# ulp is 1, so the addition itself rounds s / ln2 + 1087 to the integer k + 1087 in [11, 2039] -- the
+# biased exponent of 2**(k + 64) -- held in the low mantissa bits of y (no float->int conversion,
+# which AVX2 lacks for 64-bit integers).  exp(s) = (p(r) 2**(k + 64)) 2**-64: the first product is
+# exact (a normal number), the second rounds once, correctly into the subnormal range below
+# exp(-708).  Shifted logits reach at most _SHIFT_SLACK (300) above 0.
 _MAGIC = 6755399441055744.0
-# Offset 65536 = 1024 * 64 keeps the rounded integer non-negative (k >= -65408 for s >= -708), so
-# unsigned (logical) shifts apply: AVX2 has no vector arithmetic shift of 64-bit integers.
-_OFFSET = 65536.0
-_MAGIC_OFF = _MAGIC + _OFFSET
-_MAGIC_BITS_U = np.uint64(0x4338000000000000)  # bit pattern of _MAGIC
-_U63 = np.uint64(63)
-_U6 = np.uint64(6)
-_U1 = np.uint64(1)
+_MAGIC_B = _MAGIC + 1087.0
+_MAGIC_BITS = np.uint64(0x4338000000000000)  # bit pattern of _MAGIC
 _U52 = np.uint64(52)
-# Taylor coefficients 1/i!, i = 5..2; the degree-5 remainder is < 0.0055**6/720 ~ 3e-17 relative.
-_C5 = 1.0 / 120.0
-_C4 = 1.0 / 24.0
-_C3 = 1.0 / 6.0
-_C2 = 0.5
-#: 2**(j/64), j = 0..63, correctly rounded (exp2 of an exact binary fraction).
-EXP2_TABLE = np.exp2(np.arange(64) / 64.0)
+_TWO_M64 = 2.0**-64
+# Taylor coefficients 1/i! of exp(r), degree 13: remainder < 0.347**14 / 14! ~ 4e-18 relative.
+# Evaluated by Estrin's scheme (depth 4 instead of Horner's 13 dependent steps).
+_P = [1.0 / math.factorial(i) for i in range(14)]
+_P0, _P1, _P2, _P3, _P4, _P5, _P6, _P7, _P8, _P9, _P10, _P11, _P12, _P13 = _P
+del _P
+
+# Atoms per stage chunk: three float64 chunk buffers (6 KB) plus the chunk's inputs stay in L1.
+_CH = 256
+_UCH = np.uint64(_CH)
+_UCH2 = np.uint64(2 * _CH)
+# Lanes of the elementwise accumulators (a multiple of the vector width).
+_W = 64
+_UW = np.uint64(_W)
+_UW2 = np.uint64(2 * _W)
+# Fewer candidates than this: one scalar pass (exact maximum and sums) instead of padded chunks.
+_SCALAR_MAX = 64
+# A shift may lie below the largest logit by at most this (see _row_levels): terms up to
+# e^300 ~ 2e130 keep every sum far from overflow.
+_SHIFT_SLACK = 300.0
+# Margin (nats) of the permanent pruning test against rounding of the logits.
+_PRUNE_MARGIN = 1.0
 
 
 @jit
-def _exp_stage(l_buf, shift, s_buf, p_buf, y_buf, n):
-    # Branch-free and free of float->int conversions, so LLVM vectorises it (AVX2 has no
-    # vector double->int64 conversion; the _MAGIC addition replaces it).  Short polynomial:
-    # a long Horner chain made the loop latency-bound.
-    for j in range(n):
-        s = l_buf[j] - shift
-        if s < EXP_CUTOFF:
-            s = EXP_CUTOFF
-        s_buf[j] = s
-        y = s * _INV_LN2_64 + _MAGIC_OFF
-        kf = (y - _MAGIC_OFF)
-        r = (s - kf * _LN2_HI_64) - kf * _LN2_LO_64
-        p = _C5
-        p = p * r + _C4
-        p = p * r + _C3
-        p = p * r + _C2
-        p = p * r + 1.0
-        p = p * r + 1.0
-        p_buf[j] = p
-        y_buf[j] = y
+def _poly(r):
+    """``exp(r)`` for ``|r| <= ln2/2`` (Estrin's scheme)."""
+    r2 = r * r
+    r4 = r2 * r2
+    r8 = r4 * r4
+    w0 = (_P0 + _P1 * r) + (_P2 + _P3 * r) * r2
+    w1 = (_P4 + _P5 * r) + (_P6 + _P7 * r) * r2
+    w2 = (_P8 + _P9 * r) + (_P10 + _P11 * r) * r2
+    return (w0 + w1 * r4) + (w2 + (_P12 + _P13 * r) * r4) * r8
 
 
 @jit
-def _logits_stage(c, Arow, Brow, a, b, l_buf, n):
-    # Separate from _exp_stage: with six arrays in one loop the compiler's runtime alias checks
-    # exceed its limit and the loop stays scalar.
-    for j in range(n):
-        l_buf[j] = c[j] - a * Arow[j] - b * Brow[j]
+def _reduce(s):
+    """Range reduction of ``s`` in ``[EXP_UNDERFLOW, 660]``: ``(r, 2**(k + 64))`` with ``s = k ln2 + r``."""
+    y = s * _INV_LN2 + _MAGIC_B
+    kf = y - _MAGIC_B
+    r = (s - kf * _LN2_HI) - kf * _LN2_LO
+    scale = np.uint64((np.float64(y).view(np.uint64) - _MAGIC_BITS) << _U52).view(np.float64)
+    return r, scale
 
 
 @jit
-def _scale_stage(y_bits, e_bits, idx, n):
-    for j in range(n):
-        # y's low bits hold kk = k + 65536 in [128, 65536] (k in [-65408, 0]); k = 64 q + idx with
-        # q = (kk >> 6) - 1024 in [-1022, 0], so 2**q has exponent field (kk >> 6) - 1 >= 1.
-        kk = y_bits[j] - _MAGIC_BITS_U
-        idx[j] = kk & _U63
-        e_bits[j] = ((kk >> _U6) - _U1) << _U52
+def _exp_scalar(s):
+    """``exp(s)`` (``s <= 660``) by the same operations as the vector stages; 0 at or below the underflow."""
+    s = max(s, EXP_UNDERFLOW)
+    r, scale = _reduce(s)
+    return (_poly(r) * scale) * _TWO_M64
+
+
+@jit
+def _stage_reduce(c, A, B, j0, a, b, shift, buf):
+    """Chunk ``[j0, j0 + _CH)``: shifted logits ``s`` (clamped at the underflow), ``r`` and ``2**(k + 64)``.
+
+    ``buf`` holds ``[s | r | 2**(k + 64)]`` (one array with fixed section offsets: a single
+    output array keeps the compiler's runtime alias checks few enough to vectorise).
+    Unsigned indices: no negative-index wraparound code, which blocks vectorisation.
+    """
+    uj0 = np.uint64(j0)
+    for q in range(_CH):
+        uq = np.uint64(q)
+        j = uj0 + uq
+        s = max(((c[j] - a * A[j]) - b * B[j]) - shift, EXP_UNDERFLOW)
+        y = s * _INV_LN2 + _MAGIC_B
+        kf = y - _MAGIC_B
+        buf[uq] = s
+        buf[_UCH + uq] = (s - kf * _LN2_HI) - kf * _LN2_LO
+        buf[_UCH2 + uq] = np.uint64((np.float64(y).view(np.uint64) - _MAGIC_BITS) << _U52).view(np.float64)
+
+
+@jit(fastmath={'contract'})
+def _stage_sums(A, j0, buf, acc):
+    """Chunk ``[j0, j0 + _CH)``: ``e = p(r) 2**(k + 64) 2**-64`` and the lane sums ``acc = [Z | T | U]`` (``_W`` lanes each).
+
+    Clamped entries (``s = EXP_UNDERFLOW``) give ``e = 0`` exactly, so no select is needed.
+    """
+    uj0 = np.uint64(j0)
+    for q0 in range(0, _CH, _W):
+        uq0 = np.uint64(q0)
+        for q in range(_W):
+            uq = np.uint64(q)
+            i = uq0 + uq
+            r = buf[_UCH + i]
+            p = _P13 * r + _P12
+            p = p * r + _P11
+            p = p * r + _P10
+            p = p * r + _P9
+            p = p * r + _P8
+            p = p * r + _P7
+            p = p * r + _P6
+            p = p * r + _P5
+            p = p * r + _P4
+            p = p * r + _P3
+            p = p * r + _P2
+            p = p * r + _P1
+            p = p * r + _P0
+            e = (p * buf[_UCH2 + i]) * _TWO_M64
+            acc[uq] += e
+            acc[_UW + uq] += e * buf[i]
+            acc[_UW2 + uq] += e * A[uj0 + i]
+
+
+@jit
+def _lane_sum(acc, off):
+    s0 = s1 = s2 = s3 = 0.0
+    for q in range(0, _W, 4):
+        s0 += acc[off + q]
+        s1 += acc[off + q + 1]
+        s2 += acc[off + q + 2]
+        s3 += acc[off + q + 3]
+    return (s0 + s1) + (s2 + s3)
 
 
 @jit
 def exp_nonpositive(s):
-    """``exp(s)`` for a 1-D float64 array ``s <= 0`` by the kernel's vectorisable routine.
+    """``exp(s)`` for a 1-D float64 array ``s <= 660`` by the kernel's vectorised stages.
 
-    Entries at or below :data:`EXP_CUTOFF` give 0.  Exposed so that tests can compare it with ``np.exp``.
+    Subnormal below :data:`EXP_CUTOFF`, 0 at or below :data:`EXP_UNDERFLOW`.  Exposed so that
+    tests can compare it with ``np.exp``.
     """
     n = s.shape[0]
-    s_buf = s.copy()
-    p_buf = np.empty(n)
-    y_buf = np.empty(n)
-    e_bits = np.empty(n, dtype=np.uint64)
-    idx = np.empty(n, dtype=np.uint64)
-    _exp_stage(s, 0.0, s_buf, p_buf, y_buf, n)
-    _scale_stage(y_buf.view(np.uint64), e_bits, idx, n)
-    scale = e_bits.view(np.float64)
-    out = np.empty(n)
-    for j in range(n):
-        out[j] = 0.0 if s_buf[j] <= EXP_CUTOFF else p_buf[j] * EXP2_TABLE[idx[j]] * scale[j]
-    return out
-
-
-# Atoms per inner chunk: five float64 buffers of this length stay in a 32 KB L1 cache.
-_CHUNK = 512
-# Use the scalar pass over surviving terms when at most 1/_SPARSE_RATIO of them survive the cutoff.
-_SPARSE_RATIO = 8
-# A shift may exceed the row's true maximum logit by at most this (see _row_levels).
-_SHIFT_SLACK = 300.0
+    n_pad = ((n + _CH - 1) // _CH) * _CH
+    c = np.full(n_pad, -np.inf)
+    c[:n] = s
+    zeros = np.zeros(n_pad)
+    buf = np.empty(3 * _CH)
+    out = np.empty(n_pad)
+    for j0 in range(0, n_pad, _CH):
+        _stage_reduce(c, zeros, zeros, j0, 0.0, 0.0, 0.0, buf)
+        for q in range(_CH):
+            out[j0 + q] = (_poly(buf[_CH + q]) * buf[2 * _CH + q]) * _TWO_M64
+    return out[:n]
 
 
 @jit
-def _weights_stage(idx, scale, p_buf, s_buf, e_buf, n):
+def _level_sums(c, A, B, n, a, b, shift, buf, acc):
+    """``(Z, T, U)`` over the first ``n`` candidates; entries ``[n, ceil(n / _CH) _CH)`` must be padding."""
+    if n < _SCALAR_MAX:
+        z = t = u = 0.0
+        for j in range(n):
+            s = max(((c[j] - a * A[j]) - b * B[j]) - shift, EXP_UNDERFLOW)
+            e = _exp_scalar(s)
+            z += e
+            t += e * s
+            u += e * A[j]
+        return z, t, u
+    for q in range(3 * _W):
+        acc[q] = 0.0
+    n_pad = ((n + _CH - 1) // _CH) * _CH
+    for j0 in range(0, n_pad, _CH):
+        _stage_reduce(c, A, B, j0, a, b, shift, buf)
+        _stage_sums(A, j0, buf, acc)
+    return _lane_sum(acc, 0), _lane_sum(acc, _W), _lane_sum(acc, 2 * _W)
+
+
+@jit
+def _max_logit(c, A, B, n, a, b, acc):
+    """Largest logit of the first ``n`` candidates (lanes; the padding has logit -inf)."""
+    if n < _SCALAR_MAX:
+        mx = -np.inf
+        for j in range(n):
+            lj = (c[j] - a * A[j]) - b * B[j]
+            mx = lj if lj > mx else mx
+        return mx
+    for q in range(_W):
+        acc[q] = -np.inf
+    n_pad = ((n + _CH - 1) // _CH) * _CH
+    for j0 in range(0, n_pad, _W):
+        uj0 = np.uint64(j0)
+        for q in range(_W):
+            uq = np.uint64(q)
+            j = uj0 + uq
+            lj = (c[j] - a * A[j]) - b * B[j]
+            acc[uq] = lj if lj > acc[uq] else acc[uq]
+    mx = -np.inf
+    for q in range(_W):
+        mx = acc[q] if acc[q] > mx else mx
+    return mx
+
+
+@jit
+def _pad(c, A, B, n):
+    """Padding after the first ``n`` candidates up to the next multiple of ``_CH``: logit -inf, A = B = 0."""
+    n_pad = min(((n + _CH - 1) // _CH) * _CH, c.shape[0])
+    for j in range(n, n_pad):
+        c[j] = -np.inf
+        A[j] = 0.0
+        B[j] = 0.0
+
+
+@jit
+def _bounds(c, A, B, n):
+    """``(max c, min c, min A, max A, min B, max B)`` over the first ``n`` candidates."""
+    cmax = cmin = c[0]
+    amin = amax = A[0]
+    bmin = bmax = B[0]
+    for j in range(1, n):
+        cj = c[j]
+        aj = A[j]
+        bj = B[j]
+        cmax = cj if cj > cmax else cmax
+        cmin = cj if cj < cmin else cmin
+        amin = aj if aj < amin else amin
+        amax = aj if aj > amax else amax
+        bmin = bj if bj < bmin else bmin
+        bmax = bj if bj > bmax else bmax
+    return cmax, cmin, amin, amax, bmin, bmax
+
+
+@jit
+def _count_drops(c, A, B, n, a, b, lim, acc):
+    """How many of the first ``n`` candidates :func:`_prune` would remove (vectorised lanes; padding counts 0)."""
+    for q in range(_W):
+        acc[q] = 0.0
+    n_pad = ((n + _W - 1) // _W) * _W
+    for j0 in range(0, n_pad, _W):
+        uj0 = np.uint64(j0)
+        for q in range(_W):
+            uq = np.uint64(q)
+            j = uj0 + uq
+            aj = A[j]
+            bj = B[j]
+            lj = (c[j] - a * aj) - b * bj
+            acc[uq] += 1.0 if (lj < lim) & (bj + b * aj >= 0.0) & (lj > -np.inf) else 0.0
+    return _lane_sum(acc, 0)
+
+
+@jit
+def _prune(c, A, B, n, a, b, ref, acc):
+    r"""Remove, in place, the candidates that stay below the underflow at this and every higher level.
+
+    With ``a = u^2`` and ``b = \sqrt2 u``, ``l_j(u) - ref = c_j - ref - u^2 A_j - \sqrt2 u B_j``
+    is a concave parabola in ``u`` with its vertex at ``u = -B_j / (\sqrt2 A_j)``; when
+    ``B_j + b A_j >= 0`` the vertex lies at or below the current ``u``, so the logit only
+    decreases as the level rises.  ``ref`` is a logit present at every level (the sampled
+    atom's, ``log pi_k``), so the running shift is ``>= ref`` and a candidate with
+    ``l_j - ref < EXP_UNDERFLOW - _PRUNE_MARGIN`` now has ``exp(l_j - shift) = 0`` exactly at
+    every later level: dropping it changes nothing.  A vectorised count first; the
+    (scalar, branch-free) compaction runs only when it removes at least 1/8 of the
+    candidates.  Returns the new count.
+    """
+    lim = ref + EXP_UNDERFLOW - _PRUNE_MARGIN
+    if _count_drops(c, A, B, n, a, b, lim, acc) * 8.0 < n:
+        return n
+    w = 0
     for j in range(n):
-        v = p_buf[j] * EXP2_TABLE[idx[j]] * scale[j]
-        e_buf[j] = 0.0 if s_buf[j] <= EXP_CUTOFF else v
+        cj = c[j]
+        aj = A[j]
+        bj = B[j]
+        lj = (cj - a * aj) - b * bj
+        c[w] = cj
+        A[w] = aj
+        B[w] = bj
+        drop = (lj < lim) & (bj + b * aj >= 0.0)
+        w += 0 if drop else 1
+    return w
 
 
 @jit
@@ -165,101 +347,55 @@ def _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub):
 
 
 @jit
-def _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf):
-    """All levels for one row: logits, running max, exp, sums; merge into the state of row ``i``."""
-    kb = Arow.shape[0]
-    n_lev = a_lev.shape[0]
-    chunk = s_buf.shape[0]
-    y_bits = y_buf.view(np.uint64)
-    idx = np.empty(chunk, dtype=np.uint64)
-    e_bits = np.empty(chunk, dtype=np.uint64)
-    scale = e_bits.view(np.float64)
-    ones = np.ones(chunk)
-    # Bounds for a safe shift: every logit of this block is <= cmax - a amin - b bmin.
-    cmax = c[0]
-    amin = Arow[0]
-    bmin = Brow[0]
-    for j in range(1, kb):
-        cmax = c[j] if c[j] > cmax else cmax
-        amin = Arow[j] if Arow[j] < amin else amin
-        bmin = Brow[j] if Brow[j] < bmin else bmin
-    for t in range(n_lev):
+def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc):
+    """All levels (in the order ``order``, ascending ``a``) for row ``i`` of a block of ``n`` candidates.
+
+    Shift: always an actual logit or a maximum of actual logits -- the running shift,
+    ``ref`` (the sampled atom's logit, present at every level), the block's first
+    logit, or the block's exact maximum -- so it never exceeds the row's largest
+    logit, and only terms whose exponential underflows to 0 relative to it are lost.
+    When the upper bound ``max c - a min A - b min B`` of the block's logits is within
+    ``_SHIFT_SLACK`` of that lower bound, the lower bound serves as the shift (the
+    terms are then at most ``e^_SHIFT_SLACK``, far from overflow) and no maximum pass
+    is needed; otherwise the block's exact maximum is taken.
+    """
+    if n == 0:
+        return
+    _pad(c, A, B, n)
+    cmax, cmin, amin, amax, bmin, bmax = _bounds(c, A, B, n)
+    for tt in range(order.shape[0]):
+        t = order[tt]
         a = a_lev[t]
         b = b_lev[t]
         m_old = m_st[t, i]
-        shift = cmax - a * amin - b * bmin
-        l_first = c[0] - a * Arow[0] - b * Brow[0]
-        if shift - l_first <= _SHIFT_SLACK:
-            # Low SNR: the upper bound is within _SHIFT_SLACK of an actual logit, hence of the
-            # row's true maximum, so it serves as the log-sum-exp shift (terms are <= 1 and the
-            # largest >= e^-_SHIFT_SLACK) and the max and count passes are skipped.  By induction
-            # every running shift stays <= true max + _SHIFT_SLACK, so the cutoff only drops terms
-            # below e^(_SHIFT_SLACK + EXP_CUTOFF) ~ 1e-177 relative to the largest one.
-            m_new = shift if shift > m_old else m_old
-            zb = 0.0
-            tb = 0.0
-            ub = 0.0
-            for j0 in range(0, kb, chunk):
-                nc = min(chunk, kb - j0)
-                _logits_stage(c[j0 : j0 + nc], Arow[j0 : j0 + nc], Brow[j0 : j0 + nc], a, b, l_buf[j0 : j0 + nc], nc)
-                _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
-                _scale_stage(y_bits, e_bits, idx, nc)
-                _weights_stage(idx, scale, p_buf, s_buf, e_buf, nc)
-                zb += np.dot(e_buf[:nc], ones[:nc])
-                tb += np.dot(e_buf[:nc], s_buf[:nc])
-                ub += np.dot(e_buf[:nc], Arow[j0 : j0 + nc])
-            _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
-            continue
-        _logits_stage(c, Arow, Brow, a, b, l_buf, kb)
-        mx0 = mx1 = mx2 = mx3 = -np.inf
-        j = 0
-        while j + 4 <= kb:
-            mx0 = l_buf[j] if l_buf[j] > mx0 else mx0
-            mx1 = l_buf[j + 1] if l_buf[j + 1] > mx1 else mx1
-            mx2 = l_buf[j + 2] if l_buf[j + 2] > mx2 else mx2
-            mx3 = l_buf[j + 3] if l_buf[j + 3] > mx3 else mx3
-            j += 4
-        while j < kb:
-            mx0 = l_buf[j] if l_buf[j] > mx0 else mx0
-            j += 1
-        mb = max(max(mx0, mx1), max(mx2, mx3))
-        m_new = mb if mb > m_old else m_old
-        zb = 0.0
-        tb = 0.0
-        ub = 0.0
-        # Count the terms above the cutoff (a vectorised integer sum); when few survive -- high
-        # SNR, where the posterior has resolved the atom -- a scalar pass over them is cheaper.
-        cut = m_new + EXP_CUTOFF
-        alive = 0
-        for j in range(kb):
-            alive += l_buf[j] > cut
-        if alive * _SPARSE_RATIO <= kb:
-            for j in range(kb):
-                if l_buf[j] > cut:
-                    sj = l_buf[j] - m_new
-                    ej = math.exp(sj)
-                    zb += ej
-                    tb += ej * sj
-                    ub += ej * Arow[j]
-            j0_start = kb
+        floor = ref if ref > m_old else m_old
+        if n < _SCALAR_MAX:
+            mx = _max_logit(c, A, B, n, a, b, acc)
+            m_new = mx if mx > floor else floor
         else:
-            j0_start = 0
-        for j0 in range(j0_start, kb, chunk):
-            nc = min(chunk, kb - j0)
-            _exp_stage(l_buf[j0 : j0 + nc], m_new, s_buf, p_buf, y_buf, nc)
-            _scale_stage(y_bits, e_bits, idx, nc)
-            _weights_stage(idx, scale, p_buf, s_buf, e_buf, nc)
-            # BLAS dot products: vectorised sums (fastmath=False forbids the compiler to
-            # reassociate a loop sum, so a plain loop would be latency-bound).
-            zb += np.dot(e_buf[:nc], ones[:nc])
-            tb += np.dot(e_buf[:nc], s_buf[:nc])
-            ub += np.dot(e_buf[:nc], Arow[j0 : j0 + nc])
+            l_first = (c[0] - a * A[0]) - b * B[0]
+            lb = l_first if l_first > floor else floor
+            if ((cmax - a * amin) - b * bmin) - lb <= _SHIFT_SLACK:
+                m_new = lb
+            else:
+                mx = _max_logit(c, A, B, n, a, b, acc)
+                m_new = mx if mx > floor else floor
+        zb, tb, ub = _level_sums(c, A, B, n, a, b, m_new, buf, acc)
         _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
+        # Prune once the lowest possible logit falls below the underflow relative to ref.
+        if ((cmin - a * amax) - b * bmax) - ref < EXP_UNDERFLOW - _PRUNE_MARGIN:
+            n_new = _prune(c, A, B, n, a, b, ref, acc)
+            if n_new < n:
+                n = n_new
+                if n == 0:
+                    return
+                _pad(c, A, B, n)
+                cmax, cmin, amin, amax, bmin, bmax = _bounds(c, A, B, n)
 
 
 @jit(parallel=True)
 def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
-                    c, a_lev, b_lev, m_st, z_st, t_st, u_st):
+                    c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st):
     """Compiled kernel working from the GEMM output directly (no distance matrices in memory).
 
     ``G`` (2n, Kb): rows ``0..n-1`` hold ``mu_k . mu_j`` and rows ``n..2n-1`` hold ``eps . mu_j``
@@ -267,26 +403,29 @@ def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
     ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
     (near-duplicates, where the expansion loses its relative accuracy) are recomputed from the
     original ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.
-    Then :func:`_row_levels`.
+    Then :func:`_row_levels` with levels in the order ``order`` (``a_lev[order]`` ascending,
+    ``b_lev = sqrt(2 a_lev)``) and ``ref[i]`` = the log-weight of row ``i``'s sampled atom.
     """
     n2, kb = G.shape
     n = n2 // 2
     dim = atoms.shape[1]
-    chunk = min(_CHUNK, kb)
+    kb_pad = ((kb + _CH - 1) // _CH) * _CH
     for i in prange(n):
-        Arow = np.empty(kb)
-        Brow = np.empty(kb)
-        l_buf = np.empty(kb)
-        s_buf = np.empty(chunk)
-        p_buf = np.empty(chunk)
-        y_buf = np.empty(chunk)
-        e_buf = np.empty(chunk)
+        Arow = np.empty(kb_pad)
+        Brow = np.empty(kb_pad)
+        crow = np.empty(kb_pad)
+        buf = np.empty(3 * _CH)
+        acc = np.empty(3 * _W)
         nki = nk[i]
         eki = ek[i]
+        ui = np.uint64(i)
+        un = np.uint64(n)
         for j in range(kb):
-            a = nki + nrm[j] - 2.0 * G[i, j]
-            Arow[j] = a if a > 0.0 else 0.0
-            Brow[j] = eki - G[n + i, j]
+            uj = np.uint64(j)
+            av = (nki + nrm[uj]) - 2.0 * G[ui, uj]
+            Arow[uj] = av if av > 0.0 else 0.0
+            Brow[uj] = eki - G[un + ui, uj]
+            crow[uj] = c[uj]
         kg = k_global[i]
         for j in range(kb):
             if Arow[j] < refine_factor * (nki + nrm[j]):
@@ -302,7 +441,7 @@ def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
         if kl >= 0 and kl < kb:
             Arow[kl] = 0.0
             Brow[kl] = 0.0
-        _row_levels(Arow, Brow, c, a_lev, b_lev, m_st, z_st, t_st, u_st, i, l_buf, s_buf, p_buf, y_buf, e_buf)
+        _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

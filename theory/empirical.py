@@ -426,22 +426,28 @@ def information_samples(
     n = len(draws.atom_index)
 
     # Zero-weight atoms never carry posterior mass and are never sampled: drop them.
-    keep = np.flatnonzero(w > 0)
-    remap = np.full(len(w), -1, dtype=np.int64)
-    remap[keep] = np.arange(len(keep))
-    mu_all, w = mu[keep], w[keep]
-    k = remap[draws.atom_index]
+    if np.all(w > 0):
+        mu_all, k = mu, draws.atom_index  # no copy of a large atom array
+    else:
+        keep = np.flatnonzero(w > 0)
+        remap = np.full(len(w), -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        mu_all, w = mu[keep], w[keep]
+        k = remap[draws.atom_index]
     K, D = mu_all.shape
     bs = _check_block_size(block_size, n, K)
 
-    mu_c = mu_all - w @ mu_all  # centring: smaller norms, smaller rounding error in A
-    mk = mu_c[k]
+    # Centring (smaller norms, smaller rounding error in A), block by block into one reused
+    # buffer: no centred copy of all atoms, no fresh page-faulting allocation per block.
+    centre = w @ mu_all
+    mk = mu_all[k] - centre
     nk = np.einsum("ij,ij->i", mk, mk)
-    nrm = np.einsum("ij,ij->i", mu_c, mu_c)
     ek = np.einsum("ij,ij->i", draws.eps, mk)
     dtype = np.float32 if float32_distances else np.float64
     stacked = np.vstack([mk, draws.eps]).astype(dtype)
-    mu_cd = mu_c.astype(dtype, copy=False)
+    mu_cb = np.empty((min(bs, K), D))
+    mu_cb32 = np.empty((min(bs, K), D), dtype=np.float32) if float32_distances else None
+    g_flat = np.empty(2 * n * min(bs, K), dtype=dtype)
     eps_gemm = _EPS32 if float32_distances else _EPS
     log_w = np.log(w)
     a_lev = np.exp(lam_arr) / 2.0
@@ -452,27 +458,37 @@ def information_samples(
     t_st = np.zeros((L, n))
     u_st = np.zeros((L, n))
     use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
+    # The compiled kernel visits the levels in ascending order (its pruning of atoms that can
+    # never again carry weight relies on it) and floors each shift at the sampled atom's logit.
+    order = np.argsort(a_lev, kind="stable")
+    ref = log_w[k]
     rows = np.arange(n)
     t_gemm = t_pass = 0.0
     bar = _progress(K, progress, "posterior")
     try:
         for start in range(0, K, bs):
             stop = min(K, start + bs)
+            nb = stop - start
             t0 = time.perf_counter()
-            g = stacked @ mu_cd[start:stop].T
+            mub = np.subtract(mu_all[start:stop], centre, out=mu_cb[:nb])
+            nrm_b = np.einsum("ij,ij->i", mub, mub)
+            if float32_distances:
+                mu_cb32[:nb] = mub
+                mub = mu_cb32[:nb]
+            g = np.matmul(stacked, mub.T, out=g_flat[: 2 * n * nb].reshape(2 * n, nb))
             t1 = time.perf_counter()
             refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
             if use_numba:
                 # Distances assembled row by row inside the kernel: no (n x Kb) temporaries.
-                kern.level_pass_gram(g, nk, nrm[start:stop], ek, k - start, refine, mu_all, k, draws.eps, start,
-                                     log_w[start:stop].copy(), a_lev, b_lev, m_st, z_st, t_st, u_st)
+                kern.level_pass_gram(g, nk, nrm_b, ek, k - start, refine, mu_all, k, draws.eps, start,
+                                     log_w[start:stop].copy(), a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st)
             else:
                 g = g.astype(np.float64, copy=False)
-                A = nk[:, None] + nrm[None, start:stop] - 2.0 * g[:n]
+                A = nk[:, None] + nrm_b[None, :] - 2.0 * g[:n]
                 np.maximum(A, 0.0, out=A)
                 B = ek[:, None] - g[n:]
                 # Near-duplicate atoms: recompute the small squared distances directly.
-                ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm[None, start:stop]))
+                ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm_b[None, :]))
                 if ri.size:
                     # Original coordinates: the centring itself rounds at the scale eps * |centre|.
                     diff = mu_all[k[ri]] - mu_all[start + ci]
