@@ -10,7 +10,7 @@ from noisealloc.verify import bench_solver
 def test_bench_solver_tiny(capsys):
     parser = argparse.ArgumentParser()
     bench_solver.add_arguments(parser)
-    args = parser.parse_args(["--sizes", "60,120", "--no-cvxpy"])
+    args = parser.parse_args(["--sizes", "30,60", "--no-cvxpy"])
     assert bench_solver.run(args) == 0
     out = capsys.readouterr().out
     for name in ("cheb19", "rank3", "model-like"):

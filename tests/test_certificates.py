@@ -20,7 +20,7 @@ from solver_strategies import psd_curves, simplex_weights  # noqa: E402
 
 
 @pytest.mark.parametrize("crit", ["A", "D", "E", "c"])
-@settings(max_examples=25)
+@settings(max_examples=15)
 @given(data=st.data())
 def test_gap_bounds_suboptimality(crit, data):
     """Phi(p) - Phi(q) <= gap(p) for every allocation q (convexity / weak duality)."""

@@ -23,7 +23,7 @@ def _sandwich_data(lam, A):
     return G, A_eval
 
 
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(data=st.data())
 def test_value_and_gradient(data):
     lam, A = data.draw(psd_curves())
@@ -47,7 +47,7 @@ def test_value_and_gradient(data):
         np.testing.assert_allclose(cert.g[j], fd, rtol=FD_RTOL, atol=FD_RTOL * np.abs(cert.g).max())
 
 
-@settings(max_examples=12)
+@settings(max_examples=8)
 @given(curve=psd_curves(m_max=3, n_max=25))
 def test_kkt_stationarity(curve):
     lam, A = curve
@@ -63,7 +63,7 @@ def test_kkt_stationarity(curve):
     assert cert.surrogate_value is not None and cert.surrogate_value > 0
 
 
-@settings(max_examples=10)
+@settings(max_examples=6)
 @given(curve=psd_curves(m_max=3, n_max=25), s=st.floats(0.1, 10.0))
 def test_g_proportional_to_a_is_l_optimal(curve, s):
     """G = s A gives V = (s/2) tr(A_w A_p^-1): the sandwich optimum equals the L-optimum (THEORY Thm 1)."""

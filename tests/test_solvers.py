@@ -57,7 +57,7 @@ def _slsqp_reference(A, crit, kw):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("crit", CRITERIA)
-@settings(max_examples=6)
+@settings(max_examples=4)
 @given(curve=psd_curves())
 def test_convex_certified_gap_every_method(method, crit, curve):
     lam, A = curve
@@ -75,7 +75,7 @@ def test_convex_certified_gap_every_method(method, crit, curve):
 
 
 @pytest.mark.parametrize("crit", CRITERIA)
-@settings(max_examples=5)
+@settings(max_examples=3)
 @given(curve=psd_curves(m_max=3, n_max=14))
 def test_optimum_not_beaten_by_slsqp(crit, curve):
     """The certified optimum is at least as good as an independent SLSQP solution."""
@@ -133,7 +133,7 @@ def test_textbook_a_optimal_quadratic():
     for xi, wi in ((-1, a), (0, 1 - 2 * a), (1, a)):
         fi = f.subs(x, xi)
         M += wi * fi * fi.T
-    phi = sp.simplify((M.inv()).trace())
+    phi = sp.cancel(sp.together((M.inv()).trace()))
     crit_pts = [r for r in sp.solve(sp.diff(phi, a), a) if r.is_real and 0 < r < sp.Rational(1, 2)]
     assert crit_pts == [sp.Rational(1, 4)]
     Ms = M.subs(a, sp.Rational(1, 4))
