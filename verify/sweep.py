@@ -1,0 +1,462 @@
+"""Ablation sweeps on ``dask.distributed``: a TOML grid of cells, cached on disk, resumable.
+
+A sweep file::
+
+    [sweep]
+    name = "coupling-dirac"
+    kind = "coupling"                 # a key of CELL_KINDS, or "package.module:function"
+
+    [fixed]                           # options shared by every cell
+    levels = 97
+
+    [grid]                            # the Cartesian product of these lists (in file order) is the set of cells
+    data = ["dirac:K=3,D=1,sep=2,seed=0", "dirac:K=5,D=1,sep=2,seed=0"]
+    J = [1, 2, 4, 8]
+    criterion = ["L"]
+    seed = [0]
+
+    [summary]                         # the plot drawn at the end (optional)
+    x = "J"
+    y = "efficiency"
+    group = "data"
+
+Each cell is the dict ``fixed | grid point``.  Its result is cached as ``OUT/cells/<key>.json`` where
+``key = sha256(kind, config, code version)`` and the code version hashes the package version and the
+source of this module and of the cell function's module, so editing the code invalidates the cache.
+Results are written atomically by the worker that computed them, so an interrupted sweep (a killed
+client, a stopped cluster) keeps every finished cell and a rerun computes only the missing ones.  Each
+computation appends one line to ``OUT/runs/<key>.log`` (the cell-level run counter).  At the end
+``OUT/summary.csv`` (one row per cell in grid order: configuration then results) and
+``OUT/summary.png`` are written.
+
+Cells run on a :class:`distributed.LocalCluster` (worker processes) by default, or on an existing
+cluster when a scheduler address is given, so the same sweep scales from one machine to many.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib
+import inspect
+import io
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "CELL_KINDS",
+    "SweepSpec",
+    "SweepResult",
+    "load_sweep",
+    "parse_sweep",
+    "expand_grid",
+    "code_version",
+    "cell_key",
+    "run_cell",
+    "run_sweep",
+    "run_counts",
+    "cell_coupling",
+    "cell_training",
+    "cell_demo",
+]
+
+#: Built-in cell functions (``name -> "module:function"``).
+CELL_KINDS = {
+    "coupling": "noisealloc.verify.sweep:cell_coupling",
+    "training": "noisealloc.verify.sweep:cell_training",
+    "demo": "noisealloc.verify.sweep:cell_demo",
+}
+
+
+# ----------------------------------------------------------------------------- specification
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed sweep file: ``kind`` (resolved ``module:function``), ``fixed`` options, ``grid`` axes, ``summary``."""
+
+    name: str
+    kind: str
+    fixed: dict
+    grid: dict
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def n_cells(self) -> int:
+        return int(np.prod([len(v) for v in self.grid.values()])) if self.grid else 1
+
+
+def _atomic_bytes(path: Path, data: bytes) -> None:
+    from noisealloc.theory.schedule_io import atomic_write
+
+    atomic_write(path, lambda fh: fh.write(data))
+
+
+def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
+    """Validate a sweep document (the TOML as a dict)."""
+    if not isinstance(doc, dict) or "sweep" not in doc:
+        raise ValueError(f"{source}: a sweep file needs a [sweep] table with 'name' and 'kind'")
+    head = doc["sweep"]
+    name = head.get("name")
+    kind = head.get("kind")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{source}: [sweep] name must be a non-empty string; got {name!r}")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"{source}: [sweep] kind must be one of {tuple(CELL_KINDS)} or 'module:function'; got {kind!r}")
+    target = CELL_KINDS.get(kind, kind)
+    if ":" not in target:
+        raise ValueError(f"{source}: [sweep] kind must be one of {tuple(CELL_KINDS)} or 'module:function'; got {kind!r}")
+    grid = doc.get("grid", {})
+    if not isinstance(grid, dict):
+        raise ValueError(f"{source}: [grid] must be a table of lists")
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"{source}: grid axis {k!r} must be a non-empty list; got {v!r}")
+    fixed = doc.get("fixed", {})
+    if not isinstance(fixed, dict):
+        raise ValueError(f"{source}: [fixed] must be a table")
+    both = set(fixed) & set(grid)
+    if both:
+        raise ValueError(f"{source}: keys {sorted(both)} appear in both [fixed] and [grid]")
+    extra = set(doc) - {"sweep", "grid", "fixed", "summary"}
+    if extra:
+        raise ValueError(f"{source}: unknown tables {sorted(extra)}; allowed: sweep, fixed, grid, summary")
+    summary = dict(doc.get("summary", {}))
+    for k in ("x", "group"):
+        if k in summary and summary[k] not in grid:
+            raise ValueError(f"{source}: summary.{k} = {summary[k]!r} must name a grid axis {tuple(grid)}")
+    return SweepSpec(name, target, dict(fixed), {k: list(v) for k, v in grid.items()}, summary)
+
+
+def load_sweep(path) -> SweepSpec:
+    """Read and validate a sweep TOML file."""
+    import tomllib
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"sweep file not found: {path}")
+    with open(path, "rb") as fh:
+        try:
+            doc = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML: {exc}") from None
+    return parse_sweep(doc, source=str(path))
+
+
+def expand_grid(spec: SweepSpec) -> list[dict]:
+    """The cells: ``fixed | point`` for each point of the Cartesian product (first axis slowest)."""
+    axes = list(spec.grid)
+    cells = []
+    for values in itertools.product(*(spec.grid[a] for a in axes)):
+        cells.append({**spec.fixed, **dict(zip(axes, values))})
+    return cells
+
+
+def _resolve(target: str):
+    mod_name, fn_name = target.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+        return getattr(mod, fn_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cell function {target!r} cannot be imported: {exc}") from None
+
+
+def code_version(target: str) -> str:
+    """Hash of the package version, this module's source and the cell function's module source."""
+    from noisealloc import __version__
+
+    mod_name = target.split(":", 1)[0]
+    h = hashlib.sha256(__version__.encode())
+    for name in sorted({__name__, mod_name}):
+        mod = importlib.import_module(name)
+        h.update(inspect.getsource(mod).encode())
+    return h.hexdigest()[:16]
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def cell_key(target: str, config: dict, version: str) -> str:
+    """Cache key of one cell: sha256 of the cell function, its configuration and the code version."""
+    return hashlib.sha256(_canonical({"kind": target, "config": config, "code": version}).encode()).hexdigest()[:24]
+
+
+# ----------------------------------------------------------------------------- execution
+def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
+    """Compute one cell unless its result file exists; write it atomically; return the record.
+
+    Runs on a Dask worker: everything it needs is in its arguments.
+    """
+    from noisealloc.figures._common import to_jsonable  # noqa: F401  (same JSON conventions as the figures)
+
+    out = Path(out_dir)
+    path = out / "cells" / f"{key}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # The run counter: one line per computation started (O_APPEND writes of one short line are atomic).
+    with open(runs / f"{key}.log", "a") as fh:
+        fh.write(f"{os.getpid()} {time.time():.3f}\n")
+    t0 = time.perf_counter()
+    result = _resolve(target)(**config)
+    record = {"key": key, "config": config, "result": to_jsonable(result),
+              "seconds": round(time.perf_counter() - t0, 3)}
+    text = json.dumps(to_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    _atomic_bytes(path, text.encode())
+    return record
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Outcome of :func:`run_sweep`: cell records in grid order (None where unfinished) and counts."""
+
+    name: str
+    out_dir: Path
+    keys: list
+    records: list
+    n_cells: int
+    n_cached: int
+    n_computed: int
+    complete: bool
+    summary_csv: Path | None
+    summary_png: Path | None
+
+
+def run_counts(out_dir) -> dict:
+    """``key -> number of computations started`` from the run-counter files."""
+    runs = Path(out_dir) / "runs"
+    if not runs.is_dir():
+        return {}
+    return {p.stem: len(p.read_text().splitlines()) for p in sorted(runs.glob("*.log"))}
+
+
+def _client(scheduler, n_workers):
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        return Client(scheduler), None
+    cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    return Client(cluster), cluster
+
+
+def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_workers: int = 2,
+              stop_after: int | None = None, progress: bool = False, client=None) -> SweepResult:
+    """Run every missing cell of ``spec`` on Dask; write the summary when all cells are done.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        Address of an existing scheduler (``tcp://host:8786``); default: a new LocalCluster.
+    n_workers : int
+        Worker processes of the LocalCluster.
+    stop_after : int, optional
+        Stop (cancel the remaining cells and shut the cluster down) after this many cells have
+        been computed in this call: a controlled interruption, used by the tests.
+    client : distributed.Client, optional
+        Use this client (the caller owns it).
+    """
+    out = Path(out_dir)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    version = code_version(spec.kind)
+    cells = expand_grid(spec)
+    keys = [cell_key(spec.kind, c, version) for c in cells]
+    records: list = [None] * len(cells)
+    todo = []
+    for i, k in enumerate(keys):
+        p = out / "cells" / f"{k}.json"
+        if p.exists():
+            records[i] = json.loads(p.read_text())
+        else:
+            todo.append(i)
+    n_cached = len(cells) - len(todo)
+    n_computed = 0
+    _atomic_bytes(out / "sweep.json", (json.dumps({"name": spec.name, "kind": spec.kind, "fixed": spec.fixed,
+                                                   "grid": spec.grid, "summary": spec.summary,
+                                                   "code_version": version, "keys": keys}, indent=1,
+                                                  sort_keys=True, default=str) + "\n").encode())
+    if todo:
+        own = client is None
+        cluster = None
+        if own:
+            client, cluster = _client(scheduler, n_workers)
+        try:
+            from distributed import as_completed
+
+            # The task key names the output directory too: the same cell swept into two directories on
+            # one client must run (and write its file) in each, not share the first result in memory.
+            where = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]
+            futures = {client.submit(run_cell, spec.kind, cells[i], str(out), keys[i],
+                                     key=f"cell-{keys[i]}-{where}", pure=False): i for i in todo}
+            bar = None
+            if progress:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(cells), initial=n_cached, desc=f"sweep {spec.name}", unit="cell")
+            ac = as_completed(list(futures))
+            for fut in ac:
+                i = futures[fut]
+                records[i] = fut.result()
+                n_computed += 1
+                if bar is not None:
+                    bar.update(1)
+                if stop_after is not None and n_computed >= int(stop_after):
+                    for f in futures:
+                        if not f.done():
+                            f.cancel()
+                    break
+            if bar is not None:
+                bar.close()
+        finally:
+            if own:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+    complete = all(r is not None for r in records)
+    csv_path = png_path = None
+    if complete:
+        csv_path = write_summary_csv(spec, records, out / "summary.csv")
+        try:
+            png_path = plot_summary(spec, records, out / "summary.png")
+        except Exception as exc:  # a plot must never lose the computed table
+            _atomic_bytes(out / "summary.plot-error.txt", f"{type(exc).__name__}: {exc}\n".encode())
+    return SweepResult(spec.name, out, keys, records, len(cells), n_cached, n_computed, complete, csv_path, png_path)
+
+
+# ----------------------------------------------------------------------------- summary
+def _flat(prefix, obj, out):
+    """Flatten nested dicts into ``a.b`` keys."""
+    if isinstance(obj, dict):
+        for k in sorted(obj):
+            _flat(f"{prefix}{k}.", obj[k], out)
+    else:
+        out[prefix[:-1]] = obj
+
+
+def summary_rows(spec: SweepSpec, records) -> list[dict]:
+    """One flat dict per cell: the grid and fixed options, then scalar results."""
+    rows = []
+    for rec in records:
+        row = {k: rec["config"].get(k) for k in list(spec.grid) + list(spec.fixed)}
+        res = {}
+        _flat("", rec["result"], res)
+        for k, v in res.items():
+            if isinstance(v, (int, float, str, bool)) or v is None:
+                row[k] = v
+        rows.append(row)
+    return rows
+
+
+def write_summary_csv(spec: SweepSpec, records, path) -> Path:
+    """The summary table (CSV, atomic; floats by ``repr``, so identical results give identical bytes)."""
+    rows = summary_rows(spec, records)
+    cols = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
+    path = Path(path)
+    _atomic_bytes(path, buf.getvalue().encode())
+    return path
+
+
+def plot_summary(spec: SweepSpec, records, path) -> Path | None:
+    """``summary.y`` against ``summary.x``, one line per value of ``summary.group`` (and of other axes)."""
+    s = spec.summary
+    if "x" not in s or "y" not in s:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summary_rows(spec, records)
+    x_key, y_key = s["x"], s["y"]
+    others = [k for k in spec.grid if k != x_key and len(spec.grid[k]) > 1]
+    groups: dict = {}
+    for r in rows:
+        label = ", ".join(f"{k}={r[k]}" for k in others) or spec.name
+        groups.setdefault(label, []).append((r[x_key], r.get(y_key)))
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for label, pts in groups.items():
+        pts = [(x, y) for x, y in pts if isinstance(y, (int, float))]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, "o-", label=label)
+    if s.get("logx"):
+        ax.set_xscale("log", base=2)
+    if s.get("logy"):
+        ax.set_yscale("log")
+    ax.set_xlabel(s.get("xlabel", x_key))
+    ax.set_ylabel(s.get("ylabel", y_key))
+    ax.set_title(s.get("title", f"sweep {spec.name}: {y_key} against {x_key}"))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    path = Path(path)
+    _atomic_bytes(path, buf.getvalue())
+    return path
+
+
+# ----------------------------------------------------------------------------- cell functions
+def cell_coupling(*, data: str, J: int, criterion: str = "L", seed: int = 0, lam_min: float = -8.0,
+                  lam_max: float = 8.0, levels: int = 97, family: str | None = None) -> dict:
+    """One row of the coupling sweep (:func:`noisealloc.verify.coupling.coupling_sweep` at a single ``J``)."""
+    from noisealloc.theory.datasets import load_data
+    from noisealloc.verify.coupling import coupling_sweep
+
+    model = load_data(data)
+    rep = coupling_sweep(model, (int(J),), lam=np.linspace(lam_min, lam_max, int(levels)), criterion=criterion,
+                         family=family, rng=int(seed))
+    row = dict(rep.rows[0])
+    row.pop("seconds", None)  # timings are not results: keep the table reproducible
+    return row
+
+
+def cell_training(*, data: str, schedule: str, N: int, seed: int = 0, q: int = 256, ridge: float = 1e-3,
+                  lam_min: float = -8.0, lam_max: float = 8.0, eval_levels: int = 33, eval_n: int = 96,
+                  h_levels: int = 65, h_samples: int = 512) -> dict:
+    """Held-out ELBO gap of one random-feature denoiser trained on ``N`` samples (figure 6's cell)."""
+    from noisealloc.theory.datasets import load_data, load_digits
+    from noisealloc.theory.dirac import DiracMixture
+    from noisealloc.theory.entropic import entropic_schedule
+    from noisealloc.verify.training import data_scale, make_eval_set, shifted_heuristic, training_curve
+
+    if data == "digits-binarised":
+        model = DiracMixture(np.where(load_digits()[0] > 0.0, 1.0, -1.0))
+    else:
+        model = load_data(data)
+    if schedule == "sqrt-entropic":
+        lam = np.linspace(lam_min, lam_max, int(h_levels))
+        opts = {"n_samples": int(h_samples), "rng": int(seed)} if model.choose_method() == "monte-carlo" else {}
+        sch = entropic_schedule(lam, np.maximum(model.entropy_rate(lam, **opts).value, 1e-300))
+    else:
+        sch = shifted_heuristic(schedule, data_scale(model), lam_min, lam_max)
+    ev = make_eval_set(model, lam_min, lam_max, levels=int(eval_levels), n=int(eval_n),
+                       rng=np.random.default_rng([int(seed), 66]))
+    c = training_curve(model, sch, [int(N)], [int(seed)], ev, q=int(q), ridge=float(ridge))
+    return {"elbo_gap": float(c.gaps[0, 0])}
+
+
+def cell_demo(*, a: float, b: float = 1.0, seed: int = 0, sleep: float = 0.0) -> dict:
+    """A cheap deterministic cell for tests and smoke runs: a seeded Monte-Carlo mean of ``a x + b``."""
+    if sleep:
+        time.sleep(float(sleep))
+    x = np.random.default_rng(int(seed)).standard_normal(1000)
+    return {"mean": float(np.mean(a * x + b)), "a_times_b": float(a) * float(b)}

@@ -1,0 +1,255 @@
+r"""Small-scale training simulation: random-feature denoisers in the lazy regime (THEORY.md sections 4 and 6.6).
+
+A training run draws ``N`` triples :math:`(\lambda_i, x_{0,i}, \varepsilon_i)` with
+:math:`\lambda_i \sim p` (the schedule), forms :math:`x_i = x_{0,i} + \sigma_i \varepsilon_i`
+(VE scaling, :math:`\sigma = e^{-\lambda/2}`), and fits the readout :math:`\Theta` of a two-layer
+network whose first layer is random and frozen (the lazy / kernel regime):
+
+.. math::
+
+    D_\Theta(x, \lambda) = c_{skip}(\lambda)\,x + c_{out}(\lambda)\,\Theta^\top \psi(x, \lambda), \qquad
+    \psi(x, \lambda) = \tanh\big(W_x\,c_{in}(\lambda)\,x + W_\lambda\,\gamma(\lambda) + b\big)/\sqrt q,
+
+with EDM's preconditioning at the data scale :math:`s` (:math:`c_{skip} = s^2/(s^2+\sigma^2)`,
+:math:`c_{out} = \sigma s/\sqrt{s^2+\sigma^2}`, :math:`c_{in} = 1/\sqrt{s^2+\sigma^2}`) and a Fourier
+embedding :math:`\gamma(\lambda) = (\cos(f\pi\lambda/L), \sin(f\pi\lambda/L))_{f=1..F}` that lets
+features specialise by noise level.  The readout minimises the x0 loss
+:math:`\frac1N\sum_i \|D_\Theta(x_i,\lambda_i) - x_{0,i}\|^2 + \delta\|\Theta\|^2` (ridge, closed form).
+
+Quality is the held-out ELBO gap
+
+.. math:: R(\Theta) = \int_{\lambda_{min}}^{\lambda_{max}} \tfrac12 e^\lambda\,
+          E\|D_\Theta(x, \lambda) - m(x, \lambda)\|^2\,d\lambda
+
+with :math:`m` the exact Bayes denoiser of the data model (Dirac / empirical mixtures through the
+posterior engine), by the trapezoid rule on a log-SNR grid and Monte Carlo over a fixed held-out set
+of :math:`(x_0, \varepsilon)` (the same for every schedule, so comparisons are paired).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from noisealloc.theory.errors import as_generator, check_interval
+
+__all__ = [
+    "FeatureMap",
+    "EvalSet",
+    "TrainingCurve",
+    "make_feature_map",
+    "make_eval_set",
+    "fit_readout",
+    "elbo_gap",
+    "training_curve",
+    "samples_to_target",
+    "data_scale",
+    "shifted_heuristic",
+]
+
+#: Per-coordinate data scale the heuristic schedules assume (EDM's sigma_data).
+SIGMA_DATA = 0.5
+
+
+def data_scale(model) -> float:
+    r"""Per-coordinate standard deviation :math:`s = \sqrt{\mathrm{tr\,Cov}(x_0)/D}` of a Dirac mixture."""
+    atoms = np.asarray(model.atoms, float)
+    w = np.asarray(model.weights, float)
+    mean = w @ atoms
+    var = w @ np.sum((atoms - mean) ** 2, axis=1)
+    return float(np.sqrt(var / atoms.shape[1]))
+
+
+def shifted_heuristic(name: str, s: float, lam_min: float, lam_max: float, *, sigma_data: float = SIGMA_DATA,
+                      knots: int = 1025):
+    r"""A built-in heuristic schedule moved to data of scale ``s``: :math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`.
+
+    A schedule designed for data at scale :math:`\sigma_{data}` sees the same noise-to-signal ratio on
+    data scaled by :math:`c = s/\sigma_{data}` at :math:`\lambda = \lambda_h - 2\log c`.  Returned as a
+    :class:`~noisealloc.theory.schedules.TabulatedSchedule` on ``[lam_min, lam_max]`` (renormalised).
+    """
+    from noisealloc.theory.schedules import TabulatedSchedule, builtin_schedules
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    shift = 2.0 * np.log(float(s) / float(sigma_data))
+    scheds = builtin_schedules(lo + shift, hi + shift)
+    if name not in scheds:
+        raise ValueError(f"name must be one of {tuple(scheds)}; got {name!r}")
+    lam = np.linspace(lo, hi, int(knots))
+    pdf = scheds[name].pdf(lam + shift)
+    return TabulatedSchedule(lam, np.maximum(pdf, 1e-300), name=f"{name} (shifted {shift:+.3f})")
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """Frozen random first layer (``W_x`` (D, q), ``W_lam`` (2F, q), ``b`` (q,)) and preconditioning scale."""
+
+    W_x: np.ndarray
+    W_lam: np.ndarray
+    b: np.ndarray
+    freqs: np.ndarray
+    half_range: float
+    s: float
+
+    @property
+    def q(self) -> int:
+        return int(self.b.size)
+
+    def precond(self, lam):
+        sig2 = np.exp(-np.asarray(lam, float))
+        s2 = self.s ** 2
+        return s2 / (s2 + sig2), np.sqrt(sig2) * self.s / np.sqrt(s2 + sig2), 1.0 / np.sqrt(s2 + sig2)
+
+    def features(self, x, lam) -> np.ndarray:
+        """:math:`\\psi(x, \\lambda)`, shape (n, q); ``lam`` shape (n,)."""
+        lam = np.asarray(lam, float)
+        _, _, c_in = self.precond(lam)
+        arg = np.pi * lam[:, None] * self.freqs[None, :] / self.half_range
+        emb = np.concatenate([np.cos(arg), np.sin(arg)], axis=1)
+        return np.tanh((x * c_in[:, None]) @ self.W_x + emb @ self.W_lam + self.b) / np.sqrt(self.q)
+
+
+def make_feature_map(dim: int, q: int, s: float, *, lam_range=(-10.0, 10.0), freqs: int = 8, rng=None) -> FeatureMap:
+    """Draw the random first layer: Gaussian weights, input weights scaled by ``1/sqrt(D)``."""
+    gen = as_generator(rng)
+    if int(q) < 1:
+        raise ValueError(f"q must be an integer >= 1; got {q!r}")
+    W_x = gen.standard_normal((int(dim), int(q))) * (2.0 / np.sqrt(dim))
+    W_lam = gen.standard_normal((2 * int(freqs), int(q)))
+    b = gen.standard_normal(int(q)) * 0.5
+    half = 0.5 * (float(lam_range[1]) - float(lam_range[0]))
+    return FeatureMap(W_x, W_lam, b, np.arange(1, int(freqs) + 1, dtype=float), half, float(s))
+
+
+def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4) -> np.ndarray:
+    r"""Closed-form ridge readout :math:`\Theta` (q, D) of the x0 loss on the training triples."""
+    c_skip, c_out, _ = fmap.precond(lam)
+    psi = fmap.features(x, lam)
+    target = (x0 - c_skip[:, None] * x) / c_out[:, None]
+    w = c_out ** 2
+    n = x0.shape[0]
+    M = (psi * w[:, None]).T @ psi / n + ridge * np.eye(fmap.q)
+    rhs = (psi * w[:, None]).T @ target / n
+    return np.linalg.solve(M, rhs)
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Held-out set: per level ``lam[l]`` the same ``n`` pairs ``(x0, eps)``; ``m`` the Bayes denoiser."""
+
+    lam: np.ndarray          # (L,)
+    quad: np.ndarray         # (L,) trapezoid weight times omega = exp(lam)/2
+    x: np.ndarray            # (L, n, D)
+    m: np.ndarray            # (L, n, D)
+    info: dict = field(default_factory=dict, compare=False)
+
+
+def make_eval_set(model, lam_min: float = -10.0, lam_max: float = 10.0, *, levels: int = 41, n: int = 128,
+                  rng=None) -> EvalSet:
+    """Draw the held-out set and evaluate the exact denoiser on it (common random numbers across levels)."""
+    gen = as_generator(rng)
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    lam = np.linspace(lo, hi, int(levels))
+    x0 = model.sample_x0(int(n), rng=gen)
+    eps = gen.standard_normal(x0.shape)
+    xs = np.empty((lam.size,) + x0.shape)
+    ms = np.empty_like(xs)
+    for i, l in enumerate(lam):
+        xs[i] = x0 + np.exp(-0.5 * l) * eps
+        ms[i] = model.denoiser(xs[i], float(l))
+    tw = np.zeros(lam.size)
+    dl = np.diff(lam)
+    tw[:-1] += dl / 2
+    tw[1:] += dl / 2
+    return EvalSet(lam, tw * 0.5 * np.exp(lam), xs, ms, {"levels": int(levels), "n": int(n)})
+
+
+def _eval_parts(fmap: FeatureMap, ev: EvalSet):
+    """Per level: the Bayes residual of the skip path and ``c_out * psi`` (independent of the readout)."""
+    L, n, _ = ev.x.shape
+    parts = []
+    for i in range(L):
+        lam_i = np.full(n, ev.lam[i])
+        c_skip, c_out, _ = fmap.precond(lam_i)
+        parts.append((c_skip[0] * ev.x[i] - ev.m[i], c_out[0] * fmap.features(ev.x[i], lam_i)))
+    return parts
+
+
+def elbo_gap(fmap: FeatureMap, theta, ev: EvalSet, *, _parts=None) -> float:
+    r"""Held-out ELBO gap :math:`R(\Theta)` (trapezoid in :math:`\lambda`, mean over the held-out pairs)."""
+    parts = _eval_parts(fmap, ev) if _parts is None else _parts
+    total = 0.0
+    for i, (base, feat) in enumerate(parts):
+        total += ev.quad[i] * float(np.mean(np.sum((base + feat @ theta) ** 2, axis=1)))
+    return total
+
+
+@dataclass(frozen=True)
+class TrainingCurve:
+    """ELBO gaps of one schedule: ``gaps[i, j]`` at ``N_values[i]`` and seed ``seeds[j]``."""
+
+    schedule: str
+    N_values: np.ndarray
+    seeds: np.ndarray
+    gaps: np.ndarray
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.gaps.mean(axis=1)
+
+    @property
+    def stderr(self) -> np.ndarray:
+        k = self.gaps.shape[1]
+        return self.gaps.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros(self.gaps.shape[0])
+
+
+def training_curve(model, schedule, N_values, seeds, ev: EvalSet, *, q: int = 256, ridge: float = 1e-4,
+                   s: float | None = None, name: str | None = None) -> TrainingCurve:
+    """Fit one readout per ``(N, seed)`` on samples whose levels are drawn from ``schedule``.
+
+    Seed ``j`` fixes the random first layer and the training draws, so every schedule sees the same
+    first layer and the same data points at a given seed (paired comparison).
+    """
+    N_values = np.asarray(N_values, dtype=int)
+    if N_values.ndim != 1 or N_values.size == 0 or np.any(N_values < 1):
+        raise ValueError(f"N_values must be a non-empty list of positive integers; got {N_values.tolist()}")
+    seeds = np.asarray(seeds, dtype=int)
+    s = data_scale(model) if s is None else float(s)
+    gaps = np.empty((N_values.size, seeds.size))
+    n_max = int(N_values.max())
+    for j, seed in enumerate(seeds):
+        gen = np.random.default_rng([int(seed), 6])
+        fmap = make_feature_map(model.dim, q, s, lam_range=(ev.lam[0], ev.lam[-1]), rng=gen)
+        x0 = model.sample_x0(n_max, rng=gen)
+        eps = gen.standard_normal(x0.shape)
+        # The levels come from a separate stream so that schedules share (x0, eps) at each seed.
+        lam = schedule.sample(n_max, rng=np.random.default_rng([int(seed), 7]))
+        x = x0 + np.exp(-0.5 * lam)[:, None] * eps
+        parts = _eval_parts(fmap, ev)
+        for i, N in enumerate(N_values):
+            theta = fit_readout(fmap, x0[:N], x[:N], lam[:N], ridge=ridge)
+            gaps[i, j] = elbo_gap(fmap, theta, ev, _parts=parts)
+    return TrainingCurve(name or getattr(schedule, "name", "schedule"), N_values, seeds, gaps)
+
+
+def samples_to_target(N_values, mean_gaps, target: float) -> float:
+    """Smallest ``N`` at which the mean gap reaches ``target``: log-log interpolation between grid points.
+
+    Returns ``inf`` when the curve never reaches the target inside the grid, and ``N_values[0]`` when it
+    is already below the target at the first point.
+    """
+    N = np.asarray(N_values, float)
+    g = np.asarray(mean_gaps, float)
+    if not np.isfinite(target) or target <= 0:
+        raise ValueError(f"target must be a finite positive gap; got {target!r}")
+    below = np.flatnonzero(g <= target)
+    if below.size == 0:
+        return float("inf")
+    i = int(below[0])
+    if i == 0:
+        return float(N[0])
+    lx0, lx1 = np.log(N[i - 1]), np.log(N[i])
+    ly0, ly1 = np.log(g[i - 1]), np.log(g[i])
+    t = (np.log(target) - ly0) / (ly1 - ly0)
+    return float(np.exp(lx0 + t * (lx1 - lx0)))
