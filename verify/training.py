@@ -122,10 +122,16 @@ def make_feature_map(dim: int, q: int, s: float, *, lam_range=(-10.0, 10.0), fre
     return FeatureMap(W_x, W_lam, b, np.arange(1, int(freqs) + 1, dtype=float), half, float(s))
 
 
-def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4) -> np.ndarray:
-    r"""Closed-form ridge readout :math:`\Theta` (q, D) of the x0 loss on the training triples."""
+def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4, psi=None) -> np.ndarray:
+    r"""Closed-form ridge readout :math:`\Theta` (q, D) of the x0 loss on the training triples.
+
+    .. math:: \Theta = \big(\Psi^\top W \Psi / N + \delta I\big)^{-1} \Psi^\top W T / N, \quad
+              W = \mathrm{diag}(c_{out}^2), \quad T = (x_0 - c_{skip} x)/c_{out}.
+
+    ``psi`` (N, q) may be passed when the features are already computed.
+    """
     c_skip, c_out, _ = fmap.precond(lam)
-    psi = fmap.features(x, lam)
+    psi = fmap.features(x, lam) if psi is None else psi
     target = (x0 - c_skip[:, None] * x) / c_out[:, None]
     w = c_out ** 2
     n = x0.shape[0]
@@ -227,8 +233,9 @@ def training_curve(model, schedule, N_values, seeds, ev: EvalSet, *, q: int = 25
         lam = schedule.sample(n_max, rng=np.random.default_rng([int(seed), 7]))
         x = x0 + np.exp(-0.5 * lam)[:, None] * eps
         parts = _eval_parts(fmap, ev)
+        psi = fmap.features(x, lam)
         for i, N in enumerate(N_values):
-            theta = fit_readout(fmap, x0[:N], x[:N], lam[:N], ridge=ridge)
+            theta = fit_readout(fmap, x0[:N], x[:N], lam[:N], ridge=ridge, psi=psi[:N])
             gaps[i, j] = elbo_gap(fmap, theta, ev, _parts=parts)
     return TrainingCurve(name or getattr(schedule, "name", "schedule"), N_values, seeds, gaps)
 

@@ -1,0 +1,152 @@
+"""Figure 3: the coupling sweep of regime (c) (THEORY.md section 4 (c) and 6.3).
+
+Denoisers that share parameters through ``J`` B-splines in log-SNR (``J = 1``: fully coupled; large ``J``:
+time-specialised, approaching independent learners).  For each ``J``, from
+:func:`noisealloc.verify.coupling.coupling_sweep`: the number of atoms of the optimal allocation (against
+Theorem 1's bound), its Wasserstein-1 distance in :math:`\\lambda` from the square-root entropic density, and
+the efficiency :math:`V(p^*)/V(p_{entropic})` (1: the entropic proxy is optimal).
+
+Run alone: ``python -m noisealloc.figures.fig3_coupling --out DIR [--quick|--full]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noisealloc.figures import _common as C
+
+NAME = "fig3_coupling"
+CASES = (
+    {"data": "dirac:K=5,D=1,sep=2,seed=0", "family": None},
+    {"data": "dirac:K=5,D=1,sep=4,seed=0", "family": None},
+    {"data": "gaussian:D=8,k=2,seed=0", "family": None},
+)
+
+
+def _sizes(quick: bool) -> dict:
+    return {"J_values": [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32], "lam_min": -8.0, "lam_max": 8.0,
+            "levels": 97 if quick else 161, "criterion": "L"}
+
+
+def _clean_row(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "seconds"}  # timings are not plotted numbers
+
+
+def sweep_case(model, case, sz, seed) -> dict:
+    """Rows of one case; a ``J`` whose solve fails is recorded with its error instead of stopping the figure."""
+    from noisealloc.verify.coupling import coupling_sweep
+
+    lam = np.linspace(sz["lam_min"], sz["lam_max"], sz["levels"])
+    kw = {"lam": lam, "criterion": sz["criterion"], "family": case["family"], "rng": seed}
+    try:
+        rep = coupling_sweep(model, tuple(sz["J_values"]), **kw)
+        rows, errors = [_clean_row(r) for r in rep.rows], []
+        ent, family = rep.entropic_weights, rep.family
+    except (ValueError, np.linalg.LinAlgError):
+        rows, errors, ent, family = [], [], None, case["family"]
+        for J in sz["J_values"]:
+            try:
+                rep = coupling_sweep(model, (J,), **kw)
+                rows.append(_clean_row(rep.rows[0]))
+                ent, family = rep.entropic_weights, rep.family
+            except (ValueError, np.linalg.LinAlgError) as exc:
+                errors.append({"J": J, "error": f"{type(exc).__name__}: {exc}"})
+    return {"data": case["data"], "family": family, "lam": lam, "entropic_weights": ent, "rows": rows,
+            "errors": errors}
+
+
+def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    from noisealloc.theory.datasets import load_data
+
+    sz = _sizes(quick)
+    cases, skipped = [], []
+    for case in CASES:
+        try:
+            model = load_data(case["data"])
+        except ValueError as exc:
+            skipped.append({"data": case["data"], "reason": str(exc)})
+            continue
+        cases.append(sweep_case(model, case, sz, seed))
+        if progress is not None:
+            progress(case["data"])
+    return {"figure": NAME, "cases": cases, "skipped": skipped, "sizes": sz, "seed": seed, "quick": quick}
+
+
+def plot(doc: dict, path) -> None:
+    plt = C.setup_matplotlib()
+    cases = doc["cases"]
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
+    for i, case in enumerate(cases):
+        rows = case["rows"]
+        if not rows:
+            continue
+        col = f"C{i}"
+        lab = f"{case['data']} [{case['family']}]"
+        J = np.array([r["J"] for r in rows], float)
+        axes[0, 0].plot(J, [r["n_atoms"] for r in rows], "o-", color=col, label=f"{lab}: grid atoms")
+        if "n_clusters" in rows[0]:
+            axes[0, 0].plot(J, [r["n_clusters"] for r in rows], "x:", color=col,
+                            label="(dotted x) clusters of adjacent grid atoms" if i == 0 else None)
+        axes[0, 0].plot(J, [r["atom_bound"] for r in rows], "--", color=col, lw=1, alpha=0.6,
+                        label="(dashed) Theorem 1 bound" if i == 0 else None)
+        axes[0, 1].plot(J, [C.from_json_float(r["w1"]) for r in rows], "o-", color=col, label=lab)
+        axes[0, 2].plot(J, [C.from_json_float(r["efficiency"]) for r in rows], "o-", color=col, label=lab)
+    for ax, yl, title in ((axes[0, 0], "number of atoms", "support size of the optimal allocation"),
+                          (axes[0, 1], r"$W_1$ distance in $\lambda$ (log-SNR units)",
+                           r"distance to the $\sqrt{h}$ entropic density"),
+                          (axes[0, 2], r"efficiency $V(p^*)/V(p_{entropic})$", "efficiency of the entropic proxy")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("number of B-spline basis functions J in $\\lambda$ (J = 1: fully coupled)")
+        ax.set_ylabel(yl)
+        ax.set_title(title)
+        ax.legend(fontsize=7.5)
+    axes[0, 0].set_yscale("log")
+    axes[0, 2].set_ylim(0, 1.05)
+    for i, case in enumerate(cases[:3]):
+        ax = axes[1, i]
+        rows = case["rows"]
+        lam = np.asarray(case["lam"], float)
+        if case["entropic_weights"] is not None:
+            ax.plot(lam, np.asarray(case["entropic_weights"], float), "k-", lw=1.2, label=r"$\sqrt{h}$ entropic (grid weights)")
+        for r, colr in zip([rows[0], rows[-1]] if rows else [], ("C3", "C0")):
+            a = np.asarray(r["atoms"], float)
+            w = np.asarray(r["weights"], float)
+            if w.size == lam.size:  # full grid vector
+                sel = w > 0
+                a, w = lam[sel], w[sel]
+            ax.vlines(a, 0, w, color=colr, lw=2, alpha=0.8)
+            ax.plot(a, w, "o" if colr == "C3" else ".", color=colr, ms=8 if colr == "C3" else 5,
+                    label=f"optimal, J = {r['J']} ({len(a)} atoms)")
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_xlabel(C.LAM_LABEL)
+        ax.set_ylabel("weight per grid level")
+        ax.set_title(f"{case['data']}: optimal allocations")
+        ax.legend(fontsize=8)
+        if case["errors"]:
+            ax.text(0.01, 0.02, "failed: " + "; ".join(f"J={e['J']}" for e in case["errors"]), fontsize=8,
+                    transform=ax.transAxes, color="red")
+    fig.suptitle(f"Figure 3: partial coupling sweep ({doc['sizes']['criterion']}-optimal allocations, ELBO weight)",
+                 fontsize=12)
+    fig.tight_layout()
+    C.write_png(fig, path)
+    plt.close(fig)
+
+
+def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    """Compute, write ``fig3_coupling.{json,png,config.json}``; return their paths."""
+    out = C.check_run_args(out_dir, seed)
+    with C.Timer() as t:
+        doc = compute(quick=quick, seed=seed, progress=progress)
+        numbers = C.write_json(out / f"{NAME}.json", doc)
+        plot(C.to_jsonable(doc), out / f"{NAME}.png")
+    config = C.write_config(out, NAME, {"quick": quick, **_sizes(quick), "cases": list(CASES)}, seed=seed,
+                            elapsed=t.seconds)
+    return {"png": out / f"{NAME}.png", "numbers": numbers, "config": config, "seconds": t.seconds}
+
+
+def main(argv=None) -> int:
+    return C.figure_main(run, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,192 @@
+"""Figure 5: efficiency table of every schedule of THEORY.md section 5 on every data set of figure 1.
+
+Two numbers per (data set, schedule), both >= 1 with 1 = optimal:
+
+* ``V(p)/V(p*)``: the fully coupled sandwich :math:`V(p) = \\tfrac12\\mathrm{tr}(A_\\omega A_p^{-1} G_p A_p^{-1})`
+  (THEORY.md section 4) of the schedule discretised on the log-SNR grid (``p_i`` proportional to the density
+  times the trapezoid weight), divided by the optimum over the grid from :func:`noisealloc.solvers.solve`;
+  the family is the data model's natural linear-in-parameters denoiser (posterior weights for Dirac mixtures,
+  linear shrinkage for Gaussian manifolds, random features otherwise);
+* the independent-learner loss factor :math:`F(p) = \\int \\omega c/p\\,d\\lambda / (\\int\\sqrt{\\omega c}\\,d\\lambda)^2`
+  with :math:`\\omega c \\propto h` (feature-noise decoupling, ELBO weight; Theorem 2), which is 1 exactly
+  for the square-root entropic schedule.
+
+Data scale: heuristic schedules are **shifted** to each data set, :math:`p(\\lambda) = p_h(\\lambda + 2\\log(s/0.5))`
+with ``s`` the per-coordinate data standard deviation (data are not rescaled); the entropic schedules come from
+the data and need no shift.
+
+Run alone: ``python -m noisealloc.figures.fig5_efficiency --out DIR [--quick|--full] [--mnist PATH]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from noisealloc.figures import _common as C
+
+NAME = "fig5_efficiency"
+SIGMA_DATA = 0.5
+
+
+def _sizes(quick: bool) -> dict:
+    if quick:
+        return {"lam_min": -12.0, "lam_max": 12.0, "levels": 97, "rf_q": 8, "rf_n_mc": 2048, "rf_n_mc_images": 256,
+                "h_samples": 512}
+    return {"lam_min": -12.0, "lam_max": 12.0, "levels": 193, "rf_q": 8, "rf_n_mc": 8192, "rf_n_mc_images": 1024,
+            "h_samples": 4096}
+
+
+def _specs(mnist_dir):
+    from noisealloc.figures.fig1_entropy import CONTINUOUS_SPECS, DISCRETE_SPECS
+
+    specs = list(DISCRETE_SPECS) + ["digits"] + list(CONTINUOUS_SPECS)
+    if mnist_dir:
+        specs.append(f"mnist:{mnist_dir}")
+    return specs
+
+
+def data_std(model, *, rng=0) -> float:
+    """Per-coordinate standard deviation of the data (exact for Dirac mixtures, else 8192 samples)."""
+    if hasattr(model, "atoms"):
+        from noisealloc.verify.training import data_scale
+
+        return data_scale(model)
+    x = model.sample_x0(8192, rng=rng)
+    return float(np.sqrt(np.mean(np.var(x, axis=0))))
+
+
+def schedule_weights(pdf_values, lam) -> np.ndarray:
+    """Grid weights of a density: ``pdf * trapezoid weight``, normalised to sum one."""
+    tw = np.zeros(lam.size)
+    dl = np.diff(lam)
+    tw[:-1] += dl / 2
+    tw[1:] += dl / 2
+    w = np.maximum(np.asarray(pdf_values, float), 0.0) * tw
+    return w / w.sum()
+
+
+def sandwich(A, G, A_eval, w) -> float:
+    r""":math:`V(p) = \tfrac12\mathrm{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` for grid weights ``w``."""
+    Ap = np.einsum("i,ijk->jk", w, A)
+    Gp = np.einsum("i,ijk->jk", w, G)
+    X = np.linalg.solve(Ap, Gp)
+    Y = np.linalg.solve(Ap, X.T).T  # Ap^{-1} Gp Ap^{-1} (symmetric)
+    return 0.5 * float(np.sum(A_eval * Y))
+
+
+def evaluate_dataset(spec, model, sizes, seed) -> dict:
+    from noisealloc.solvers import solve
+    from noisealloc.solvers.problems import _natural_family, build_problem
+    from noisealloc.theory.entropic import entropic_pdf_values, independent_learner_factor
+    from noisealloc.theory.schedules import builtin_schedules
+
+    lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
+    family = _natural_family(model)
+    opts = {}
+    if family == "random-features":
+        big = getattr(model, "n_atoms", 0) > 1000
+        opts = {"q": sizes["rf_q"], "n_mc": sizes["rf_n_mc_images"] if big else sizes["rf_n_mc"]}
+    prob = build_problem(model, family, lam, data=spec, rng=seed, **opts)
+    h = prob.entropy_rate
+    mc = getattr(model, "discrete", False) and model.choose_method() == "monte-carlo"
+    if mc:  # the problem's h came from the default MC size; use the figure's size and seed
+        h = model.entropy_rate(lam, n_samples=sizes["h_samples"], rng=seed).value
+    h = np.maximum(np.asarray(h, float), 1e-300)
+    s = data_std(model, rng=seed)
+    shift = 2.0 * np.log(s / SIGMA_DATA)
+    scheds = builtin_schedules(sizes["lam_min"] + shift, sizes["lam_max"] + shift)
+    pdfs = {name: sch.pdf(lam + shift) for name, sch in scheds.items()}
+    pdfs["sqrt-entropic"] = entropic_pdf_values(lam, h, rule="sqrt-entropy")[1]
+    pdfs["entropic"] = entropic_pdf_values(lam, h, rule="entropy")[1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        best = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=prob.lam)
+    v_star = float(best.value)
+    table = {}
+    for name, pdf in pdfs.items():
+        w = schedule_weights(pdf, lam)
+        with np.errstate(all="ignore"):
+            try:
+                v = sandwich(prob.A, prob.G, prob.A_eval, w)
+            except np.linalg.LinAlgError:
+                v = float("inf")
+            try:
+                f = independent_learner_factor(lam, h, np.maximum(pdf, 1e-300))
+            except ValueError:
+                f = float("inf")
+        ratio = v / v_star if v_star > 0 else float("inf")
+        table[name] = {"V": v, "V_ratio": ratio if np.isfinite(ratio) else float("inf"), "il_factor": f}
+    return {"data": spec if not spec.startswith("mnist") else "mnist", "family": family, "m": prob.m,
+            "data_std": s, "heuristic_shift": shift, "V_star": v_star, "V_star_status": int(best.status),
+            "V_star_rel_gap": float(best.rel_gap), "V_star_atoms": int(best.certificate.n_atoms),
+            "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}), "table": table}
+
+
+def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    from noisealloc.theory.datasets import load_data
+
+    sz = _sizes(quick)
+    rows, skipped = [], []
+    for spec in _specs(C.resolve_mnist(mnist)):
+        try:
+            model = load_data(spec)
+        except ValueError as exc:
+            skipped.append({"spec": spec, "reason": str(exc)})
+            continue
+        rows.append(evaluate_dataset(spec, model, sz, seed))
+        if progress is not None:
+            progress(spec)
+    names = list(rows[0]["table"]) if rows else []
+    return {"figure": NAME, "rows": rows, "schedules": names, "skipped": skipped, "seed": seed, "quick": quick,
+            "sizes": sz,
+            "data_scale": "heuristic schedules shifted by 2 log(s / 0.5) in lambda, s = per-coordinate data std; "
+                          "entropic schedules from the data (no shift)"}
+
+
+def plot(doc: dict, path) -> None:
+    plt = C.setup_matplotlib()
+    rows, names = doc["rows"], doc["schedules"]
+    fig, axes = plt.subplots(1, 2, figsize=(15, 0.42 * max(len(rows), 4) + 2.6))
+    for ax, key, title in ((axes[0], "V_ratio", r"fully coupled: $V(p)/V(p^*)$ (log$_{10}$ colour)"),
+                           (axes[1], "il_factor", r"independent learners: loss factor $F(p)$ (log$_{10}$ colour)")):
+        M = np.array([[C.from_json_float(r["table"][n][key]) for n in names] for r in rows], float)
+        L = np.log10(np.clip(M, 1.0, 1e6))
+        im = ax.imshow(L, cmap="viridis_r", aspect="auto", vmin=0, vmax=max(2.0, float(np.nanmax(L))))
+        for i in range(M.shape[0]):
+            for j in range(M.shape[1]):
+                v = M[i, j]
+                txt = "inf" if not np.isfinite(v) else (f"{v:.2f}" if v < 100 else f"{v:.1e}")
+                ax.text(j, i, txt, ha="center", va="center", fontsize=7.5,
+                        color="white" if L[i, j] > 0.6 * max(2.0, float(np.nanmax(L))) else "black")
+        ax.set_xticks(range(len(names)), [n.replace("_", " ") for n in names], rotation=35, ha="right")
+        ax.set_yticks(range(len(rows)), [f"{r['data']} [{r['family']}]" for r in rows])
+        ax.set_title(title)
+        ax.grid(False)
+        fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label=r"log$_{10}$ (ratio), 0 = optimal")
+    fig.suptitle("Figure 5: efficiency of every schedule (1 = optimal); heuristics shifted by 2 log(s/0.5) "
+                 "in $\\lambda$ = log-SNR", fontsize=11)
+    fig.tight_layout()
+    C.write_png(fig, path)
+    plt.close(fig)
+
+
+def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    """Compute, write ``fig5_efficiency.{json,png,config.json}``; return their paths."""
+    out = C.check_run_args(out_dir, seed)
+    with C.Timer() as t:
+        doc = compute(quick=quick, seed=seed, mnist=mnist, progress=progress)
+        numbers = C.write_json(out / f"{NAME}.json", doc)
+        plot(C.to_jsonable(doc), out / f"{NAME}.png")
+    config = C.write_config(out, NAME, {"quick": quick, "mnist": bool(C.resolve_mnist(mnist)), **_sizes(quick)},
+                            seed=seed, elapsed=t.seconds)
+    return {"png": out / f"{NAME}.png", "numbers": numbers, "config": config, "seconds": t.seconds}
+
+
+def main(argv=None) -> int:
+    return C.figure_main(run, __doc__.splitlines()[0], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

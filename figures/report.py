@@ -1,0 +1,295 @@
+"""REPORT.md: each claim of THEORY.md section 6 (last paragraph) against the measured numbers.
+
+The report reads the numbers files the figures wrote (``figN_*.json``) and never recomputes.  Every
+verdict is computed from those numbers by the rule printed next to it; nothing is hard-coded.  Verdicts:
+``supported`` (every instance satisfies the rule), ``mixed`` (some do), ``not supported`` (none do), and
+``not measured`` (the figure's numbers are missing).  Where a figure disagrees with a claim, the figure
+is right: the verdict says so.
+
+Run alone: ``python -m noisealloc.figures.report --out DIR`` (DIR holding the figures' numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from noisealloc.figures import _common as C
+
+__all__ = ["CLAIMS", "verdict", "evaluate_claims", "write_report"]
+
+#: Efficiency above which the entropic proxy "tracks" the optimum (V(p*)/V(p_ent)).
+TRACK_EFFICIENCY = 0.9
+#: Relative sample-count margin within which a schedule is "competitive" (N_sqrt / N_EDM <= 1 + margin).
+COMPETITIVE_MARGIN = 0.25
+#: Relative gap below which a convex certificate counts as converged.
+CERT_RTOL = 1e-6
+
+CLAIMS = (
+    ("C1", "Optimised coupled schedules are finitely supported."),
+    ("C2", "The entropic proxy tracks the optimum in neural-network-like (many-parameter, time-specialised) models."),
+    ("C3", "The entropic proxy breaks down mainly in the fully coupled parametric case."),
+    ("C4", "Square-root entropy scheduling helps most on discrete data."),
+    ("C5", "Square-root entropy scheduling is competitive with EDM on continuous images."),
+)
+
+
+def verdict(flags) -> str:
+    """``supported`` if all flags are true, ``not supported`` if none, ``mixed`` otherwise (``not measured`` if empty)."""
+    flags = [bool(f) for f in flags]
+    if not flags:
+        return "not measured"
+    if all(flags):
+        return "supported"
+    if not any(flags):
+        return "not supported"
+    return "mixed"
+
+
+def _load(out: Path, name: str):
+    p = out / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def _f(x) -> float:
+    return C.from_json_float(x)
+
+
+def _cell(text) -> str:
+    """Escape a string for a markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _claim_c1(f2, f3):
+    lines, flags = [], []
+    if f2:
+        for row in f2["rows"]:
+            for key in ("L", "sandwich"):
+                r = row[key]
+                ok_conv = (r["status"] == 0) and (_f(r["rel_gap"]) <= CERT_RTOL if key == "L" else True)
+                ok = bool(r["n_atoms"] <= r["atom_bound"] and ok_conv and r["n_atoms"] < len(f2["lam"]) / 2)
+                flags.append(ok)
+                lines.append(f"| fig2 | {row['data']} [{row['family']}] | {key} | {r['n_atoms']} / {r['atom_bound']} | "
+                             f"{_f(r['rel_gap']):.1e} ({r['kind']}) | status {r['status']} | {'yes' if ok else 'no'} |")
+    if f3:
+        for case in f3["cases"]:
+            for r in case["rows"]:
+                ok = bool(r["n_atoms"] <= r["atom_bound"] and bool(r.get("converged", True)))
+                flags.append(ok)
+                lines.append(f"| fig3 | {case['data']} [{case['family']}] | J={r['J']} | {r['n_atoms']} / {r['atom_bound']} | "
+                             f"{_f(r['gap']):.1e} | converged {r.get('converged')} | {'yes' if ok else 'no'} |")
+    head = ["| figure | data [family] | criterion | atoms / Theorem 1 bound | certified gap | solver | finite & certified |",
+            "|---|---|---|---|---|---|---|"]
+    rule = (f"Rule: an instance counts when its optimum has at most Theorem 1's number of atoms, fewer atoms than half "
+            f"the grid (fig2), and a converged certificate (relative duality gap <= {CERT_RTOL:g} for L).")
+    return verdict(flags), rule, head + lines
+
+
+def _fig3_ends(case):
+    rows = case["rows"]
+    if len(rows) < 2:
+        return None
+    return rows[0], rows[-1]
+
+
+def _claim_c2(f3, f4):
+    lines, flags = [], []
+    if f3:
+        for case in f3["cases"]:
+            ends = _fig3_ends(case)
+            if ends is None:
+                continue
+            a, b = ends
+            ok = bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
+            flags.append(ok)
+            lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {_f(a['efficiency']):.3f} -> "
+                         f"{_f(b['efficiency']):.3f}; W1 {_f(a['w1']):.3f} -> {_f(b['w1']):.3f} | {'yes' if ok else 'no'} |")
+    if f4:
+        for key in ("ii", "iii"):
+            c = f4["checks"].get(key)
+            if c:
+                flags.append(bool(c["holds"]))
+                lines.append(f"| fig4 | independent learners ({key}) | {c['headline']} = {_f(c['headline_value']):.3g} "
+                             f"(tol {c['tolerance']:g}) | {_cell(c['message'])} | {'yes' if c['holds'] else 'no'} |")
+    head = ["| figure | instance | setting | measured | tracks |", "|---|---|---|---|---|"]
+    rule = (f"Rule: with the most time-specialised coupling (largest J) the entropic proxy's efficiency "
+            f"V(p*)/V(p_ent) is >= {TRACK_EFFICIENCY} and its W1 distance to the optimum is below the fully coupled one; "
+            "the random-matrix checks (ii) and (iii) of the independent-learner limit hold.")
+    return verdict(flags), rule, head + lines
+
+
+def _claim_c3(f3, f5, f4):
+    lines, flags = [], []
+    if f3:
+        for case in f3["cases"]:
+            ends = _fig3_ends(case)
+            if ends is None:
+                continue
+            a, b = ends
+            ok = bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
+            flags.append(ok)
+            lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {_f(a['efficiency']):.3f}, at J={b['J']}: "
+                         f"{_f(b['efficiency']):.3f} | {'yes' if ok else 'no'} |")
+    if f4 and "iv" in f4["checks"]:
+        c = f4["checks"]["iv"]
+        flags.append(bool(c["holds"]))
+        lines.append(f"| fig4 (iv) | decoupling violated | asymptotic loss factor {_f(c['measured']['factor_coupled']):.3f} "
+                     f"vs decoupled {_f(c['measured']['factor_decoupled']):.3f} | {'yes' if c['holds'] else 'no'} |")
+    if f5:
+        ratios = [_f(r["table"]["sqrt-entropic"]["V_ratio"]) for r in f5["rows"]]
+        if ratios:
+            lines.append(f"| fig5 | fully coupled V(p_sqrt-entropic)/V(p*) over {len(ratios)} data sets | median "
+                         f"{np.median(ratios):.3g}, min {min(ratios):.3g}, max {max(ratios):.3g} | (context) |")
+    head = ["| figure | instance | measured | breaks down |", "|---|---|---|---|"]
+    rule = (f"Rule: in the fully coupled case (J = 1) the entropic proxy's efficiency is below {TRACK_EFFICIENCY} and below "
+            "its efficiency with the largest J; and the square-root law fails when feature-noise decoupling is violated "
+            "(fig4 iv).  Fig5's fully coupled ratios are shown for context, not counted.")
+    return verdict(flags), rule, head + lines
+
+
+def _fig6_rows(f6):
+    out = []
+    for r in f6["rows"]:
+        edm = _f(r["ratio_vs_sqrt_entropic"]["edm_lognormal"])  # N_EDM / N_sqrt
+        cos = _f(r["ratio_vs_sqrt_entropic"]["cosine"])
+        out.append((r, edm, cos))
+    return out
+
+
+def _claim_c4(f6):
+    if not f6:
+        return "not measured", "", []
+    rows = _fig6_rows(f6)
+    disc = [e for r, e, _ in rows if r["discrete"]]
+    cont = [e for r, e, _ in rows if not r["discrete"]]
+    lines = [f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {_f(r['target']):.4g} | "
+             f"{_f(r['N_to_target']['sqrt-entropic']):.0f} | {_f(r['N_to_target']['edm_lognormal']):.0f} | "
+             f"{_f(r['N_to_target']['cosine']):.0f} | {e:.3g} | {c:.3g} |" for r, e, c in rows]
+    flags = []
+    if disc:
+        flags.extend(e > 1.0 for e in disc)  # helps on every discrete data set
+        if cont:
+            flags.append(float(np.mean(np.log(disc))) > float(np.mean(np.log(cont))))  # ... and most there
+    head = ["| data | kind | target gap | N sqrt-entropic | N EDM | N cosine | N_EDM/N_sqrt | N_cos/N_sqrt |",
+            "|---|---|---|---|---|---|---|---|"]
+    rule = ("Rule: the square-root entropic schedule needs fewer samples than EDM to reach the target gap on every "
+            "discrete data set (N_EDM/N_sqrt > 1), and the geometric-mean advantage on discrete data exceeds that on "
+            "continuous data.  N read at the target gap (the worst schedule's gap at the largest N) by log-log "
+            "interpolation of the mean gap over seeds.")
+    return verdict(flags), rule, head + lines
+
+
+def _claim_c5(f6):
+    if not f6:
+        return "not measured", "", []
+    rows = _fig6_rows(f6)
+    flags, lines = [], []
+    for r, e, _ in rows:
+        if r["discrete"]:
+            continue
+        ok = bool((1.0 / e) <= 1.0 + COMPETITIVE_MARGIN) if e > 0 else False
+        flags.append(ok)
+        lines.append(f"| {r['data']} | N_sqrt/N_EDM = {1.0 / e:.3g} | {'yes' if ok else 'no'} |")
+    head = ["| continuous data | measured | competitive |", "|---|---|---|"]
+    rule = (f"Rule: on every continuous data set the square-root entropic schedule needs at most "
+            f"{1 + COMPETITIVE_MARGIN:g} times the samples EDM needs to reach the target gap.")
+    return verdict(flags), rule, head + lines
+
+
+def evaluate_claims(out_dir) -> dict:
+    """``claim id -> {"claim", "verdict", "rule", "table"}`` from the numbers files in ``out_dir``."""
+    out = Path(out_dir)
+    f2, f3, f4, f5, f6 = (_load(out, n) for n in ("fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency",
+                                                   "fig6_training"))
+    results = {}
+    for (cid, text), (v, rule, table) in zip(CLAIMS, (_claim_c1(f2, f3), _claim_c2(f3, f4), _claim_c3(f3, f5, f4),
+                                                       _claim_c4(f6), _claim_c5(f6))):
+        results[cid] = {"claim": text, "verdict": v, "rule": rule, "table": table}
+    return results
+
+
+def _checks_section(out: Path) -> list[str]:
+    lines = []
+    f1 = _load(out, "fig1_entropy")
+    if f1:
+        lines += ["## Figure 1 checks (budget identity, I-MMSE)", "",
+                  "| data | method | budget integral | target | holds | I-MMSE max rel. error | holds |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in f1["rows"]:
+            b = r.get("budget")
+            i = r.get("i_mmse")
+            lines.append(f"| {r['spec']} | {r['method']} | {(_f(b['integral']) if b else float('nan')):.6g} | "
+                         f"{(_f(b['target']) if b else float('nan')):.6g} | {b['holds'] if b else '-'} | "
+                         f"{(_f(i['max_rel_error']) if i else float('nan')):.2e} | {i['holds'] if i else '-'} |")
+        if f1.get("skipped"):
+            lines.append("")
+            lines.append("Skipped: " + ", ".join(s["spec"] for s in f1["skipped"]))
+        lines.append("")
+    f5 = _load(out, "fig5_efficiency")
+    if f5:
+        lines += ["## Figure 5: best schedule per data set", "",
+                  "| data [family] | best by V(p)/V(p*) | sqrt-entropic V ratio | EDM V ratio | best independent-learner factor | EDM factor |",
+                  "|---|---|---|---|---|---|"]
+        for r in f5["rows"]:
+            t = r["table"]
+            bv = min(t, key=lambda k: _f(t[k]["V_ratio"]))
+            bf = min(t, key=lambda k: _f(t[k]["il_factor"]))
+            lines.append(f"| {r['data']} [{r['family']}] | {bv} ({_f(t[bv]['V_ratio']):.3g}) | "
+                         f"{_f(t['sqrt-entropic']['V_ratio']):.3g} | {_f(t['edm_lognormal']['V_ratio']):.3g} | "
+                         f"{bf} ({_f(t[bf]['il_factor']):.3g}) | {_f(t['edm_lognormal']['il_factor']):.3g} |")
+        lines += ["", f"Data scale: {f5['data_scale']}.", ""]
+    f4 = _load(out, "fig4_rmt")
+    if f4:
+        lines += ["## Figure 4: random-matrix checks", "", "| check | holds | headline | tolerance | what |",
+                  "|---|---|---|---|---|"]
+        for k, c in f4["checks"].items():
+            lines.append(f"| {k} | {c['holds']} | {c['headline']} = {_f(c['headline_value']):.3g} | {c['tolerance']:g} | "
+                         f"{_cell(c['message'])} |")
+        lines.append("")
+    return lines
+
+
+def write_report(out_dir, *, timings: dict | None = None, mode: str = "") -> Path:
+    """Write ``REPORT.md`` into ``out_dir`` from the numbers files there; return its path."""
+    out = Path(out_dir)
+    claims = evaluate_claims(out)
+    lines = ["# noisealloc: reproduction report", ""]
+    if mode:
+        lines += [f"Mode: {mode}.", ""]
+    lines += ["Claims of THEORY.md section 6 (last paragraph), tested by the figures.  Verdicts are computed from the "
+              "numbers files in this directory by the stated rules: supported (all instances satisfy the rule), mixed "
+              "(some do), not supported (none do).", "",
+              "| claim | verdict |", "|---|---|"]
+    for cid, c in claims.items():
+        lines.append(f"| {cid}: {c['claim']} | **{c['verdict']}** |")
+    lines.append("")
+    for cid, c in claims.items():
+        lines += [f"## {cid}: {c['claim']}", "", f"Verdict: **{c['verdict']}**.", "", c["rule"], ""]
+        lines += c["table"] + [""]
+    f6 = _load(out, "fig6_training")
+    if f6:
+        lines += [f"Figure 6 data scale: {f6['data_scale']}.  Interval: lambda in {f6['interval']}; "
+                  f"{len(f6['seeds'])} seeds.", ""]
+    lines += _checks_section(out)
+    if timings:
+        lines += ["## Run times", "", "| figure | seconds |", "|---|---|"]
+        lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]
+        lines.append("")
+    path = out / "REPORT.md"
+    C.write_text(path, "\n".join(lines))
+    return path
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="write REPORT.md from the figures' numbers files")
+    p.add_argument("--out", required=True, metavar="DIR")
+    args = p.parse_args(argv)
+    print(write_report(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
