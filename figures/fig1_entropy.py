@@ -29,6 +29,7 @@ DISCRETE_SPECS = ("dirac:K=2,D=1,sep=2,seed=0", "dirac:K=5,D=1,sep=2,seed=0", "d
                   "dirac:K=16,D=1,sep=1,seed=0")
 CONTINUOUS_SPECS = ("gaussian:D=8,k=1,seed=0", "gaussian:D=8,k=2,seed=0", "gaussian:D=8,k=4,seed=0",
                     "circle:D=2,r=1")
+IMAGE_SPECS = ("digits",)
 IMMSE_LEVELS = (-4.0, 0.0, 4.0)
 
 
@@ -85,10 +86,10 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
 
     s = _sizes(quick)
     lam = np.linspace(s["lam_min"], s["lam_max"], s["levels"])
-    specs = list(DISCRETE_SPECS) + ["digits"] + list(CONTINUOUS_SPECS)
+    specs = list(DISCRETE_SPECS) + list(IMAGE_SPECS) + list(CONTINUOUS_SPECS)
     mnist_dir = C.resolve_mnist(mnist)
     if mnist_dir:
-        specs.insert(len(DISCRETE_SPECS) + 1, f"mnist:{mnist_dir}")
+        specs.insert(len(DISCRETE_SPECS) + len(IMAGE_SPECS), f"mnist:{mnist_dir}")
     rows, skipped = [], []
     for spec in specs:
         try:

@@ -119,6 +119,10 @@ def plot(doc: dict, path) -> None:
         ax.axhline(row["target"], color="k", ls=":", lw=1, label="target gap")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        from matplotlib.ticker import FormatStrFormatter
+
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.4g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.4g"))
         kind = "discrete" if row["discrete"] else "continuous"
         ax.set_title(f"{row['data']} ({kind}, D = {row['dim']})\nheuristics shifted by "
                      f"{row['heuristic_shift']:+.2f} in $\\lambda$ (data std {row['data_std']:.2f})")

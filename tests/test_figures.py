@@ -1,0 +1,179 @@
+"""Tests of the figure scripts, the report and the reproduce command.
+
+Default tier: the shared writers, the verdict rules (on synthetic numbers whose verdict is known), and
+bit-for-bit reproducibility of every figure's numbers at reduced sizes (module-level size tables patched),
+each run twice into two directories.  Slow tier: the same at the real ``--quick`` sizes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from noisealloc.figures import _common as C
+from noisealloc.figures import report as R
+
+
+# ------------------------------------------------------------------ shared writers
+def test_write_json_is_deterministic_and_encodes_nonfinite(tmp_path):
+    doc = {"b": np.array([1.0, np.inf, -np.inf, np.nan]), "a": (np.int64(3), np.float32(0.5)), "c": np.bool_(True)}
+    p1 = C.write_json(tmp_path / "x.json", doc)
+    p2 = C.write_json(tmp_path / "y.json", dict(reversed(list(doc.items()))))
+    assert p1.read_bytes() == p2.read_bytes()
+    back = json.loads(p1.read_text())
+    assert back["b"][1:] == ["inf", "-inf", "nan"] and back["a"] == [3, 0.5] and back["c"] is True
+    assert [C.from_json_float(v) for v in back["b"][:3]] == [1.0, np.inf, -np.inf]
+    assert 0.1 + 0.2 == json.loads(C.write_json(tmp_path / "z.json", {"v": 0.1 + 0.2}).read_text())["v"]
+
+
+def test_check_run_args_rejects_bad_seed(tmp_path):
+    for bad in (-1, 1.5, "0", True):
+        with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+            C.check_run_args(tmp_path, bad)
+
+
+# ------------------------------------------------------------------ verdict rules
+def test_verdict_rule():
+    assert R.verdict([True, True]) == "supported"
+    assert R.verdict([False, False]) == "not supported"
+    assert R.verdict([True, False]) == "mixed"
+    assert R.verdict([]) == "not measured"
+
+
+def _fig6_doc(discrete_ratio, continuous_ratio):
+    def row(name, disc, ratio):
+        return {"data": name, "discrete": disc, "target": 1.0,
+                "N_to_target": {"sqrt-entropic": 100.0, "edm_lognormal": 100.0 * ratio, "cosine": 100.0},
+                "ratio_vs_sqrt_entropic": {"sqrt-entropic": 1.0, "edm_lognormal": ratio, "cosine": 1.0}}
+    return {"rows": [row("d1", True, discrete_ratio), row("c1", False, continuous_ratio)], "seeds": [0],
+            "interval": [-8, 8], "data_scale": "test"}
+
+
+@pytest.mark.parametrize("disc, cont, v4, v5", [
+    (3.0, 1.0, "supported", "supported"),          # helps on discrete, equal to EDM on continuous
+    (0.5, 0.1, "mixed", "not supported"),          # EDM better everywhere, but less so on discrete data
+    (0.5, 2.0, "not supported", "supported"),      # hurts on discrete, helps on continuous
+    (2.0, 4.0, "mixed", "supported"),              # helps on discrete but more on continuous
+    (3.0, 0.7, "supported", "not supported"),      # N_sqrt/N_EDM = 1.43 > 1.25 on continuous
+])
+def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
+    C.write_json(tmp_path / "fig6_training.json", _fig6_doc(disc, cont))
+    claims = R.evaluate_claims(tmp_path)
+    assert claims["C4"]["verdict"] == v4
+    assert claims["C5"]["verdict"] == v5
+    assert claims["C1"]["verdict"] == "not measured"
+    text = R.write_report(tmp_path).read_text()
+    assert f"| C5: {R.CLAIMS[4][1]} | **{v5}** |" in text
+
+
+def test_coupling_claims_follow_the_numbers(tmp_path):
+    def case(e1, e2, w1, w2):
+        return {"data": "x", "family": "f", "lam": [0, 1], "entropic_weights": [0.5, 0.5], "errors": [],
+                "rows": [{"J": 1, "n_atoms": 1, "atom_bound": 4, "gap": 0.0, "converged": True, "efficiency": e1, "w1": w1},
+                         {"J": 16, "n_atoms": 9, "atom_bound": 99, "gap": 0.0, "converged": True, "efficiency": e2, "w1": w2}]}
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [case(0.3, 0.95, 2.0, 0.5)], "sizes": {}})
+    c = R.evaluate_claims(tmp_path)
+    assert (c["C2"]["verdict"], c["C3"]["verdict"], c["C1"]["verdict"]) == ("supported", "supported", "supported")
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [case(0.3, 0.95, 2.0, 0.5), case(0.95, 0.5, 0.5, 2.0)],
+                                                   "sizes": {}})
+    c = R.evaluate_claims(tmp_path)
+    assert (c["C2"]["verdict"], c["C3"]["verdict"]) == ("mixed", "mixed")
+
+
+# ------------------------------------------------------------------ reproducibility at reduced sizes
+def _run_twice(mod, tmp_path, **kw):
+    a, b = tmp_path / "a", tmp_path / "b"
+    ra = mod.run(a, quick=True, seed=0, **kw)
+    rb = mod.run(b, quick=True, seed=0, **kw)
+    assert ra["numbers"].read_bytes() == rb["numbers"].read_bytes()
+    assert ra["png"].stat().st_size > 10_000
+    cfg = json.loads(ra["config"].read_text())
+    assert cfg["seed"] == 0 and cfg["versions"]["numpy"] == np.__version__
+    return json.loads(ra["numbers"].read_text())
+
+
+def test_fig1_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig1_entropy as F
+
+    monkeypatch.setattr(F, "DISCRETE_SPECS", ("dirac:K=2,D=1,sep=2,seed=0",))
+    monkeypatch.setattr(F, "CONTINUOUS_SPECS", ("gaussian:D=4,k=1,seed=0",))
+    monkeypatch.setattr(F, "IMAGE_SPECS", ())
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -8.0, "lam_max": 8.0, "levels": 17,
+                                                 "mc_samples_digits": 16, "mc_samples_mnist": 16})
+    doc = _run_twice(F, tmp_path)
+    row = doc["rows"][0]
+    assert row["budget"]["holds"] and abs(row["budget"]["integral"] - np.log(2)) < 1e-6
+    assert doc["rows"][1]["spec"] == "gaussian:D=4,k=1,seed=0" and doc["rows"][1]["i_mmse"]["holds"]
+
+
+def test_fig2_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig2_atoms as F
+
+    monkeypatch.setattr(F, "_cases", lambda q: [{"data": "dirac:K=3,D=1,sep=2,seed=0", "family": "random-features",
+                                                 "opts": {"q": 4, "n_mc": 256}}])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -6.0, "lam_max": 6.0, "levels": 25})
+    doc = _run_twice(F, tmp_path)
+    r = doc["rows"][0]["L"]
+    assert r["n_atoms"] <= r["atom_bound"]
+    # Kiefer-Wolfowitz, recomputed from the stored numbers: sensitivity <= value on the grid.
+    assert max(r["sensitivity"]) <= r["bound"] * (1 + 1e-6)
+
+
+def test_fig3_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig3_coupling as F
+
+    monkeypatch.setattr(F, "CASES", ({"data": "gaussian:D=4,k=1,seed=0", "family": None},))
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "lam_min": -6.0, "lam_max": 6.0, "levels": 25,
+                                                 "criterion": "L"})
+    doc = _run_twice(F, tmp_path)
+    assert [r["J"] for r in doc["cases"][0]["rows"]] == [1, 2]
+
+
+def test_fig5_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig5_efficiency as F
+
+    monkeypatch.setattr(F, "_specs", lambda m: ["dirac:K=2,D=1,sep=2,seed=0"])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -8.0, "lam_max": 8.0, "levels": 33, "rf_q": 4,
+                                                 "rf_n_mc": 128, "rf_n_mc_images": 64, "h_samples": 64})
+    doc = _run_twice(F, tmp_path)
+    t = doc["rows"][0]["table"]
+    # Theorem 2: the sqrt-entropic schedule attains the independent-learner optimum (factor 1), all others >= 1.
+    assert t["sqrt-entropic"]["il_factor"] == pytest.approx(1.0, abs=1e-9)
+    assert all(C.from_json_float(v["il_factor"]) >= 1 - 1e-9 for v in t.values())
+    assert all(C.from_json_float(v["V_ratio"]) >= 1 - 1e-6 for v in t.values())
+
+
+def test_fig6_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig6_training as F
+    from noisealloc.theory.datasets import load_data
+
+    monkeypatch.setattr(F, "datasets", lambda m=None: [("dirac:K=3,D=1,sep=1,seed=0", True,
+                                                        load_data("dirac:K=3,D=1,sep=1,seed=0"))])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
+                                                 "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
+    doc = _run_twice(F, tmp_path)
+    row = doc["rows"][0]
+    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
+    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+
+
+# ------------------------------------------------------------------ reproducibility at the real --quick sizes
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency",
+                                  "fig6_training"])
+def test_quick_figure_bit_for_bit(tmp_path, name):
+    import importlib
+
+    _run_twice(importlib.import_module(f"noisealloc.figures.{name}"), tmp_path)
+
+
+# ------------------------------------------------------------------ command line
+def test_reproduce_bad_input(tmp_path, capsys):
+    from noisealloc.cli import main
+
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig9"]) == 2
+    assert "unknown figures" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig2_atoms", "--mnist", str(tmp_path / "nope")]) == 2
+    assert main(["reproduce", "--out", str(tmp_path), "--seed", "-1"]) == 2
