@@ -67,7 +67,7 @@ def w1_lambda(a, b, *, n: int = 20001) -> float:
 
 @dataclass(frozen=True)
 class LossRecoveryReport:
-    """Errors of the recovered entropy rate and schedule against held-out size, over independent seeds.
+    r"""Errors of the recovered entropy rate and schedule against held-out size, over independent seeds.
 
     Attributes
     ----------
