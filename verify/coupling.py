@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import check_choice
+from noisealloc.theory.errors import NoiseallocWarning, check_choice
 
 __all__ = ["CouplingSweepReport", "coupling_sweep", "grid_entropic_weights", "AtomSchedule"]
 
@@ -77,6 +77,8 @@ def _value(prob, p, criterion):
         K = np.linalg.inv(A_p)
     except np.linalg.LinAlgError:
         return np.inf
+    if np.linalg.eigvalsh(A_p)[0] <= 0:
+        return np.inf  # not identified: infinite risk (the solver's ridge must not hide it)
     if criterion == "L":
         return float(np.trace(prob.A_eval @ K))
     G_p = np.einsum("i,ijk->jk", p, prob.G)
@@ -120,10 +122,10 @@ class CouplingSweepReport:
 
     def table(self) -> str:
         """Fixed-width text table of the sweep."""
-        head = f"{'J':>3} {'m':>4} {'atoms':>5} {'runs':>4} {'bound':>6} {'W1':>8} {'eff':>8} {'gap':>9} {'sec':>6}"
+        head = f"{'J':>3} {'m':>4} {'atoms':>5} {'red.':>4} {'runs':>4} {'bound':>6} {'W1':>8} {'eff':>8} {'gap':>9} {'sec':>6}"
         lines = [head]
         for r in self.rows:
-            lines.append(f"{r['J']:>3d} {r['m']:>4d} {r['n_atoms']:>5d} {r['n_clusters']:>4d} {r['atom_bound']:>6d} "
+            lines.append(f"{r['J']:>3d} {r['m']:>4d} {r['n_atoms']:>5d} {r['n_atoms_reduced']:>4d} {r['n_clusters']:>4d} {r['atom_bound']:>6d} "
                          f"{r['w1']:>8.4f} {r['efficiency']:>8.4f} {r['gap']:>9.2e} {r['seconds']:>6.1f}")
         return "\n".join(lines)
 
@@ -161,6 +163,7 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
     CouplingSweepReport
     """
     from noisealloc.solvers import solve
+    from noisealloc.solvers.support import reduce_support
     from noisealloc.solvers.problems import _natural_family, build_problem, spline_problem
     from noisealloc.theory.entropic import entropic_schedule
     from noisealloc.verify.loss_recovery import w1_lambda
@@ -182,24 +185,38 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
     for J in J_values:
         t1 = time.perf_counter()
         prob = spline_problem(base, J)
+        method = "auto"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            if criterion == "L":
-                res = solve(prob.A, "L", W=prob.A_eval, grid=lam)
-            else:
-                res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=lam)
+            kw = {"W": prob.A_eval} if criterion == "L" else {"G": prob.G, "A_eval": prob.A_eval}
+            try:
+                res = solve(prob.A, criterion, grid=lam, **kw)
+            except np.linalg.LinAlgError:
+                # the Newton polish can step onto a singular moment matrix; the main algorithm alone
+                # still returns a feasible allocation whose gap is reported as is
+                method = "no-polish (polish raised)"
+                res = solve(prob.A, criterion, grid=lam, polish=False, **kw)
         p = np.asarray(res.weights)
         idx = np.flatnonzero(p > 0)
+        # ties (e.g. saturated top levels with equal matrices) can leave more grid atoms than
+        # Theorem 1 needs; the Caratheodory reduction keeps the moments and shows the bound
+        try:
+            red = reduce_support(prob.A, p, criterion, **kw)
+            n_red = int(red.n_atoms_after)
+        except (ValueError, np.linalg.LinAlgError):
+            n_red = int(idx.size)
         atoms = AtomSchedule(lam[idx], p[idx], (lam[0], lam[-1]))
         v_star = _value(prob, p, criterion)
         v_ent = _value(prob, p_ent, criterion)
         m = prob.m
         bound = m * (m + 1) // 2 + 1 if criterion == "L" else m * (m + 1) + 1
         rows.append({
-            "J": J, "m": m, "n_atoms": int(idx.size), "n_clusters": _clusters(idx), "atom_bound": int(bound),
+            "J": J, "m": m, "n_atoms": int(idx.size), "n_atoms_reduced": n_red, "n_clusters": _clusters(idx),
+            "atom_bound": int(bound),
             "w1": w1_lambda(atoms, ent, n=100001), "efficiency": v_star / v_ent, "value": v_star, "value_entropic": v_ent,
             "gap": float(res.rel_gap), "converged": bool(res.converged), "regularization": float(res.regularization),
-            "atoms": lam[idx], "weights": p[idx], "warnings": [str(w.message)[:200] for w in caught],
+            "atoms": lam[idx], "weights": p[idx], "method": res.method if method == "auto" else method,
+            "warnings": [str(w.message)[:200] for w in caught if issubclass(w.category, NoiseallocWarning)],
             "seconds": time.perf_counter() - t1,
         })
     return CouplingSweepReport(rows=rows, lam=lam, entropic_weights=p_ent, model=model_name or repr(model),
