@@ -130,3 +130,18 @@ def test_interrupted_sweep_resumes_on_local_cluster(tmp_path):
     assert all(S.run_counts(tmp_path / "reference")[k] == 1 for k in ref.keys)
     assert (out_b / "summary.csv").read_bytes() == (tmp_path / "reference" / "summary.csv").read_bytes()
     assert (out_b / "summary.png").stat().st_size > 0
+
+
+def test_failing_cell_is_recorded_not_raised(tmp_path):
+    key = "k" * 24
+    rec = S.run_cell("noisealloc.verify.sweep:cell_demo", {"a": "not-a-number", "seed": 0}, str(tmp_path), key)
+    assert "TypeError" in rec["result"]["error"]  # numpy raises a TypeError subclass (UFuncTypeError)
+    assert S.run_counts(tmp_path) == {key: 1}
+
+
+def test_code_version_covers_dependencies():
+    v_demo = S.code_version(S.CELL_KINDS["demo"])
+    v_cpl = S.code_version(S.CELL_KINDS["coupling"])
+    assert v_demo != v_cpl and len(v_demo) == 16
+    files = S._sources("noisealloc.solvers")
+    assert any(f.name == "problems.py" for f in files)

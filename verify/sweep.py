@@ -38,7 +38,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib
-import inspect
+import importlib.util
 import io
 import itertools
 import json
@@ -165,15 +165,41 @@ def _resolve(target: str):
         raise ValueError(f"cell function {target!r} cannot be imported: {exc}") from None
 
 
+#: Code a built-in cell kind depends on beyond its own module: every source file of these
+#: subpackages enters the code version, so a change anywhere in them invalidates cached cells.
+CELL_DEPENDENCIES = {
+    "noisealloc.verify.sweep:cell_coupling": ("noisealloc.theory", "noisealloc.solvers", "noisealloc.verify.coupling",
+                                              "noisealloc.verify.loss_recovery"),
+    "noisealloc.verify.sweep:cell_training": ("noisealloc.theory", "noisealloc.verify.training"),
+    "noisealloc.verify.sweep:cell_demo": (),
+}
+
+
+def _sources(name: str) -> list[Path]:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module {name!r} not found")
+    if spec.submodule_search_locations:  # a package: every .py file in it
+        return sorted(Path(spec.origin).parent.glob("*.py"))
+    return [Path(spec.origin)]
+
+
 def code_version(target: str) -> str:
-    """Hash of the package version, this module's source and the cell function's module source."""
+    """Hash of the package version and of the sources the cell function depends on.
+
+    Always this module and the cell function's module; for built-in kinds also the subpackages of
+    :data:`CELL_DEPENDENCIES`.
+    """
     from noisealloc import __version__
 
     mod_name = target.split(":", 1)[0]
     h = hashlib.sha256(__version__.encode())
-    for name in sorted({__name__, mod_name}):
-        mod = importlib.import_module(name)
-        h.update(inspect.getsource(mod).encode())
+    files = set()
+    for name in {__name__, mod_name, *CELL_DEPENDENCIES.get(target, ())}:
+        files.update(_sources(name))
+    for f in sorted(files):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -205,7 +231,11 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
     with open(runs / f"{key}.log", "a") as fh:
         fh.write(f"{os.getpid()} {time.time():.3f}\n")
     t0 = time.perf_counter()
-    result = _resolve(target)(**config)
+    fn = _resolve(target)
+    try:
+        result = fn(**config)
+    except Exception as exc:  # a failing cell is a result (deterministic for this code version), not a crash
+        result = {"error": f"{type(exc).__name__}: {exc}"}
     record = {"key": key, "config": config, "result": to_jsonable(result),
               "seconds": round(time.perf_counter() - t0, 3)}
     text = json.dumps(to_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"
