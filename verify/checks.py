@@ -600,7 +600,8 @@ def check_coordinate_covariance(model=None, coordinates=("sigma", "log-sigma", "
     For learners uniform in ``u``: (1) the schedule built in ``u`` and moved to :math:`\lambda` equals
     :math:`\sqrt{h}\,|du/d\lambda|^{1/2}` normalised (the Jacobian by centred differences of ``u(lambda)``,
     independent of the coordinate module's analytic derivative), to ``FD_RTOL``; (2) its
-    independent-learner factor in ``u`` is 1 while the :math:`\lambda`-law moved to ``u`` loses a factor > 1.
+    independent-learner factor in ``u`` is 1 while the :math:`\lambda`-law moved to ``u`` loses a factor > 1
+    (equal to 1 for an affine coordinate such as log-sigma, where the two laws coincide).
     """
     from noisealloc.theory.coordinates import get_coordinate
     from noisealloc.theory.entropic import entropic_schedule, independent_learner_factor
@@ -633,9 +634,13 @@ def check_coordinate_covariance(model=None, coordinates=("sigma", "log-sigma", "
             f_u = independent_learner_factor(u_s, hu, np.sqrt(hu))
             p_lam_in_u = (np.sqrt(h) * np.abs(c.dlam_du(u)))[order]
             f_lam = independent_learner_factor(u_s, hu, p_lam_in_u)
-            rows[name] = {"max_rel_pdf_error": rel, "factor_u_law": f_u, "factor_lambda_law_in_u": f_lam}
+            # an affine coordinate (log-sigma = -lam/2) has a constant Jacobian: there both laws coincide
+            affine = bool(np.ptp(dudl) <= FD_RTOL * np.max(dudl))
+            rows[name] = {"max_rel_pdf_error": rel, "factor_u_law": f_u, "factor_lambda_law_in_u": f_lam,
+                          "affine": affine}
             worst = max(worst, rel)
-            ok &= bool(rel <= FD_RTOL and abs(f_u - 1) <= 1e-12 and f_lam > 1 + 1e-6)
+            lam_ok = abs(f_lam - 1) <= 1e-12 if affine else f_lam > 1 + 1e-6
+            ok &= bool(rel <= FD_RTOL and abs(f_u - 1) <= 1e-12 and lam_ok)
         del lam_law
     return CheckReport(
         name="coordinate-covariance", holds=ok, measured={"max_rel_pdf_error": worst, **rows}, tolerance=FD_RTOL,

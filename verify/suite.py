@@ -55,8 +55,7 @@ def _checks(tier: str, gen):
 
     quick = tier == "quick"
     yield lambda: checks.check_i_mmse()
-    if not quick:
-        yield lambda: checks.check_budget()
+    yield lambda: checks.check_budget()
     yield lambda: checks.check_theorem1()
     yield lambda: checks.check_theorem1p(rng=gen)
     yield lambda: checks.check_theorem2(rng=gen, n_perturb=200 if quick else 2000)
