@@ -69,7 +69,6 @@ _MAGIC_BITS = np.uint64(0x4338000000000000)  # bit pattern of _MAGIC
 _U52 = np.uint64(52)
 _TWO_M64 = 2.0**-64
 # Taylor coefficients 1/i! of exp(r), degree 13: remainder < 0.347**14 / 14! ~ 4e-18 relative.
-# Evaluated by Estrin's scheme (depth 4 instead of Horner's 13 dependent steps).
 _P = [1.0 / math.factorial(i) for i in range(14)]
 _P0, _P1, _P2, _P3, _P4, _P5, _P6, _P7, _P8, _P9, _P10, _P11, _P12, _P13 = _P
 del _P
@@ -91,9 +90,14 @@ _SHIFT_SLACK = 300.0
 _PRUNE_MARGIN = 1.0
 
 
-@jit
+@jit(fastmath={"contract"})
 def _poly(r):
-    """``exp(r)`` for ``|r| <= ln2/2`` (Estrin's scheme)."""
+    """``exp(r)`` for ``|r| <= ln2/2`` (Estrin's scheme: dependency depth 4 instead of Horner's 13).
+
+    ``fastmath={"contract"}`` only: the multiply-adds may become FMAs (one rounding instead
+    of two, never less accurate; no reassociation).  The vector stage and the scalar paths
+    call this one routine, so they agree to the bit.
+    """
     r2 = r * r
     r4 = r2 * r2
     r8 = r4 * r4
@@ -146,6 +150,8 @@ def _stage_sums(A, j0, buf, acc):
     """Chunk ``[j0, j0 + _CH)``: ``e = p(r) 2**(k + 64) 2**-64`` and the lane sums ``acc = [Z | T | U]`` (``_W`` lanes each).
 
     Clamped entries (``s = EXP_UNDERFLOW``) give ``e = 0`` exactly, so no select is needed.
+    ``fastmath={"contract"}`` (as in :func:`_poly`): the sums may use FMAs.  The logits
+    (stage 1) are computed without contraction, exactly as the numpy reference does.
     """
     uj0 = np.uint64(j0)
     for q0 in range(0, _CH, _W):
@@ -153,20 +159,7 @@ def _stage_sums(A, j0, buf, acc):
         for q in range(_W):
             uq = np.uint64(q)
             i = uq0 + uq
-            r = buf[_UCH + i]
-            p = _P13 * r + _P12
-            p = p * r + _P11
-            p = p * r + _P10
-            p = p * r + _P9
-            p = p * r + _P8
-            p = p * r + _P7
-            p = p * r + _P6
-            p = p * r + _P5
-            p = p * r + _P4
-            p = p * r + _P3
-            p = p * r + _P2
-            p = p * r + _P1
-            p = p * r + _P0
+            p = _poly(buf[_UCH + i])
             e = (p * buf[_UCH2 + i]) * _TWO_M64
             acc[uq] += e
             acc[_UW + uq] += e * buf[i]
