@@ -131,8 +131,14 @@ def _check_block_size(block_size, n_rows: int, n_atoms: int) -> int:
 
 
 def default_block_size(n_rows: int, n_atoms: int) -> int:
-    """Atoms per block so that one ``(n_rows x block)`` float64 array has at most 2**21 entries (16 MB)."""
-    return int(max(1, min(n_atoms, max(64, _BLOCK_ELEMENTS // max(n_rows, 1)))))
+    """Atoms per block so that one ``(n_rows x block)`` float64 array has at most 2**21 entries (16 MB).
+
+    The atoms are split into blocks of (nearly) equal size: no short tail block, whose GEMM
+    would run at a fraction of the speed of the others.
+    """
+    cap = int(max(1, min(n_atoms, max(64, _BLOCK_ELEMENTS // max(n_rows, 1)))))
+    n_blocks = -(-n_atoms // cap)
+    return int(-(-n_atoms // n_blocks))
 
 
 def _use_numba() -> bool:
