@@ -252,13 +252,16 @@ def _checks_section(out: Path) -> list[str]:
     return lines
 
 
-def write_report(out_dir, *, timings: dict | None = None, mode: str = "") -> Path:
+def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed: dict | None = None) -> Path:
     """Write ``REPORT.md`` into ``out_dir`` from the numbers files there; return its path."""
     out = Path(out_dir)
     claims = evaluate_claims(out)
     lines = ["# noisealloc: reproduction report", ""]
     if mode:
         lines += [f"Mode: {mode}.", ""]
+    if failed:
+        lines += ["**Figures that failed in this run** (their claims count as not measured):", ""]
+        lines += [f"- {k}: {_cell(v)}" for k, v in failed.items()] + [""]
     lines += ["Claims of THEORY.md section 6 (last paragraph), tested by the figures.  Verdicts are computed from the "
               "numbers files in this directory by the stated rules: supported (all instances satisfy the rule), mixed "
               "(some do), not supported (none do).", "",

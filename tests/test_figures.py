@@ -177,3 +177,19 @@ def test_reproduce_bad_input(tmp_path, capsys):
     assert "unknown figures" in capsys.readouterr().err
     assert main(["reproduce", "--out", str(tmp_path), "--only", "fig2_atoms", "--mnist", str(tmp_path / "nope")]) == 2
     assert main(["reproduce", "--out", str(tmp_path), "--seed", "-1"]) == 2
+
+
+def test_reproduce_continues_past_a_failing_figure(tmp_path, monkeypatch, capsys):
+    from noisealloc.cli import main
+    from noisealloc.figures import fig3_coupling
+
+    def boom(*a, **k):
+        raise RuntimeError("synthetic failure")
+
+    monkeypatch.setattr(fig3_coupling, "run", boom)
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [], "sizes": {}})  # stale numbers from an earlier run
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig3_coupling"]) == 1
+    assert "synthetic failure" in (tmp_path / "fig3_coupling.error.txt").read_text()
+    assert not (tmp_path / "fig3_coupling.json").exists()
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "Figures that failed" in text and "not measured" in text

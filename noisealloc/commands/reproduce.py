@@ -31,6 +31,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     import importlib
     import os
+    import sys
     import time
     from pathlib import Path
 
@@ -53,18 +54,33 @@ def run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     timings = {}
+    failed = {}
     t0 = time.perf_counter()
     bar = tqdm(names, desc="reproduce", unit="figure")
     for name in bar:
         bar.set_postfix_str(name)
-        mod = importlib.import_module(f"noisealloc.figures.{name}")
-        res = mod.run(out, quick=args.quick, seed=args.seed, mnist=mnist,
-                      progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"))
-        timings[name] = float(res["seconds"])
+        t1 = time.perf_counter()
+        try:
+            mod = importlib.import_module(f"noisealloc.figures.{name}")
+            res = mod.run(out, quick=args.quick, seed=args.seed, mnist=mnist,
+                          progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"))
+            timings[name] = float(res["seconds"])
+        except Exception as exc:  # one broken figure must not cost the others; the report marks it
+            import traceback
+
+            failed[name] = f"{type(exc).__name__}: {exc}"
+            timings[name] = time.perf_counter() - t1
+            C.write_text(out / f"{name}.error.txt", traceback.format_exc())
+            stale = out / f"{name}.json"
+            if stale.exists():  # never report numbers from an earlier run as this run's
+                stale.unlink()
     timings["total"] = time.perf_counter() - t0
     mode = ("--quick" if args.quick else "--full") + (", with MNIST" if mnist else ", without MNIST")
-    report = write_report(out, timings=timings, mode=mode)
+    report = write_report(out, timings=timings, mode=mode, failed=failed)
     C.write_config(out, "reproduce", {"quick": args.quick, "figures": list(names), "mnist": bool(mnist),
-                                      "cpu_count": os.cpu_count()}, seed=args.seed, elapsed=timings["total"])
-    print(f"wrote {len(names)} figures and {report} in {timings['total']:.0f} s")
-    return 0
+                                      "cpu_count": os.cpu_count(), "failed": failed}, seed=args.seed,
+                   elapsed=timings["total"])
+    print(f"wrote {len(names) - len(failed)} figures and {report} in {timings['total']:.0f} s")
+    for name, why in failed.items():
+        print(f"FAILED {name}: {why} (traceback in {out / (name + '.error.txt')})", file=sys.stderr)
+    return 1 if failed else 0
