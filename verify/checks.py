@@ -143,6 +143,18 @@ class CheckReport:
         })
 
 
+def _one_blas_thread():
+    """BLAS limited to one thread: these matrices are small, and oversubscription on a shared
+    machine slows SLSQP and the batched solves by an order of magnitude."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings threadpoolctl
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 class _Timer:
     def __enter__(self):
         self.t0 = time.perf_counter()
@@ -362,10 +374,11 @@ def numerical_min_allocation(a, *, p0=None):
     scale = a.sum()
     n = a.size
     x0 = np.full(n, 1.0 / n) if p0 is None else np.asarray(p0, dtype=np.float64)
-    res = minimize(lambda p: (np.sum(a / p) / scale, -a / p**2 / scale), x0, jac=True, method="SLSQP",
-                   bounds=[(1e-12, 1.0)] * n,
-                   constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0, "jac": lambda p: np.ones_like(p)}],
-                   options={"ftol": 1e-16, "maxiter": 5000})
+    with _one_blas_thread():
+        res = minimize(lambda p: (np.sum(a / p) / scale, -a / p**2 / scale), x0, jac=True, method="SLSQP",
+                       bounds=[(1e-12, 1.0)] * n,
+                       constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0, "jac": lambda p: np.ones_like(p)}],
+                       options={"ftol": 1e-16, "maxiter": 5000})
     p = np.maximum(res.x, 1e-12)
     p = p / p.sum()
     return p, float(np.sum(a / p))

@@ -162,16 +162,23 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
     -------
     CouplingSweepReport
     """
+    check_choice(criterion, "criterion", ("L", "sandwich"))
+    J_values = [int(J) for J in J_values]
+    if not J_values or min(J_values) < 1:
+        raise ValueError(f"J_values must be a non-empty sequence of integers >= 1; got {J_values!r}")
+    from noisealloc.verify.checks import _one_blas_thread
+
+    with _one_blas_thread():
+        return _sweep(model, J_values, lam=lam, criterion=criterion, family=family, rng=rng, model_name=model_name)
+
+
+def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
     from noisealloc.solvers import solve
     from noisealloc.solvers.support import reduce_support
     from noisealloc.solvers.problems import _natural_family, build_problem, spline_problem
     from noisealloc.theory.entropic import entropic_schedule
     from noisealloc.verify.loss_recovery import w1_lambda
 
-    check_choice(criterion, "criterion", ("L", "sandwich"))
-    J_values = [int(J) for J in J_values]
-    if not J_values or min(J_values) < 1:
-        raise ValueError(f"J_values must be a non-empty sequence of integers >= 1; got {J_values!r}")
     t0 = time.perf_counter()
     lam = np.linspace(-8.0, 8.0, 97) if lam is None else np.asarray(lam, dtype=np.float64)
     family = _natural_family(model) if family is None else family

@@ -38,7 +38,7 @@ import numpy as np
 
 from noisealloc.theory.errors import as_generator
 from noisealloc.theory.tolerances import MC_NSIGMA
-from noisealloc.verify.checks import CheckReport, _Timer, default_dirac
+from noisealloc.verify.checks import CheckReport, _one_blas_thread, _Timer, default_dirac
 
 __all__ = [
     "ols_excess_exact",
@@ -127,14 +127,19 @@ def simulate_ridge(q: int, n: int, gamma: float, *, spec=None, s2: float = 1.0, 
     q, n = int(q), int(n)
     out = np.empty(int(reps))
     root = np.sqrt(spec)
-    for i in range(0, int(reps), chunk):
-        r = min(chunk, int(reps) - i)
+    with _one_blas_thread():
+        _simulate_chunks(gen, out, root, spec, q, n, gamma, s2, int(reps), chunk)
+    return out
+
+
+def _simulate_chunks(gen, out, root, spec, q, n, gamma, s2, reps, chunk):
+    for i in range(0, reps, chunk):
+        r = min(chunk, reps - i)
         X = gen.standard_normal((r, n, q)) * root
         e = gen.standard_normal((r, n)) * np.sqrt(s2)
         M = np.einsum("rni,rnj->rij", X, X) + n * gamma * np.eye(q)
         b = np.linalg.solve(M, np.einsum("rni,rn->ri", X, e)[..., None])[..., 0]
         out[i:i + r] = np.sum(b * b * spec, axis=1)
-    return out
 
 
 def finite_n_allocation(a, q: int, N: float):
@@ -156,10 +161,11 @@ def numerical_finite_n_allocation(a, q: int, N: float):
     free = N - U * (q + 1)
     sc = a.sum() * q  # objective in units where it does not grow with N (keeps SLSQP's ftol meaningful)
     y0 = np.full(U, free / U)  # y = n - q - 1
-    res = minimize(lambda y: (np.sum(a * q / y) / sc, -a * q / y**2 / sc), y0 / free, jac=True, method="SLSQP",
-                   bounds=[(1e-9, 1.0)] * U,
-                   constraints=[{"type": "eq", "fun": lambda y: y.sum() - 1.0, "jac": lambda y: np.ones_like(y)}],
-                   options={"ftol": 1e-16, "maxiter": 5000})
+    with _one_blas_thread():
+        res = minimize(lambda y: (np.sum(a * q / y) / sc, -a * q / y**2 / sc), y0 / free, jac=True, method="SLSQP",
+                       bounds=[(1e-9, 1.0)] * U,
+                       constraints=[{"type": "eq", "fun": lambda y: y.sum() - 1.0, "jac": lambda y: np.ones_like(y)}],
+                       options={"ftol": 1e-16, "maxiter": 5000})
     return q + 1 + res.x / res.x.sum() * free
 
 
