@@ -13,9 +13,11 @@ For the non-smooth E criterion any PSD, trace-one ``E`` gives the weak-duality b
 
 .. math::  -\lambda_{\min}(M_p) - \Phi^* \le \max_i \langle E, A_i\rangle + \delta - \lambda_{\min}(M_p),
 
-which is certified with the best of a family of ``E`` built from ``M_p`` alone
-(soft-min eigenprojectors :math:`E_\mu \propto e^{-M_p/\mu}`, and averages of the
-eigenvectors of the cluster of smallest eigenvalues); the ``E`` used is returned.
+which is certified with the best of a family of ``E`` built from ``(A, p)`` alone:
+for a (near-)multiple :math:`\lambda_{\min}` the optimal dual matrix in its eigenspace,
+found by a small spectraplex SDP (the equivalence theorem for E-optimality, Pukelsheim
+2006, Theorem 7.21), plus soft-min eigenprojectors :math:`E_\mu \propto e^{-M_p/\mu}`
+(see :func:`e_dual_bound`); the ``E`` used is returned.
 For the sandwich (not convex) the same quantities certify first-order (KKT)
 stationarity only, and the value at the convex surrogate's optimum is reported for
 comparison.
@@ -35,7 +37,7 @@ from scipy import optimize
 from noisealloc.solvers.criteria import Problem, evaluate, gradient, make_problem, moments, scale
 from noisealloc.solvers.result import Certificate, ExactCertificate, OffGridCheck
 from noisealloc.theory.errors import as_float_array, check_finite, check_interval
-from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
+from noisealloc.theory.tolerances import E_CLUSTER_RTOL, FW_GAP_RTOL, KKT_RTOL
 
 __all__ = ["certify", "certify_problem", "offgrid_check", "exact_sensitivity_check", "e_dual_bound"]
 
@@ -53,11 +55,44 @@ def _check_weights(weights, n: int) -> np.ndarray:
     return p / tot
 
 
+def _e_clusters(ev: np.ndarray) -> list:
+    """Sizes ``r >= 2`` of the clusters of smallest eigenvalues (spread within ``E_CLUSTER_RTOL``)."""
+    m = ev.size
+    tol = E_CLUSTER_RTOL * max(abs(ev[-1]), abs(ev[0]), np.finfo(float).tiny)
+    sizes = []
+    for r in range(2, m + 1):
+        spread = ev[r - 1] - ev[0]
+        if spread > tol:
+            break
+        # a cluster ends where the next eigenvalue is further away than the spread
+        if r == m or ev[r] - ev[r - 1] > spread:
+            sizes.append(r)
+    return sizes
+
+
 def e_dual_bound(prob: Problem, p: np.ndarray):
-    r"""Best weak-duality certificate of E-optimality built from :math:`M_p`.
+    r"""Best weak-duality certificate of E-optimality built from ``(A, p)`` alone.
+
+    Every PSD, trace-one ``E`` gives :math:`\max_q \lambda_{\min}(M_q) \le \max_i \langle E, A_i\rangle + \delta`.
+    Candidates tried (the one with the smallest bound is returned):
+
+    * for every cluster of ``r >= 2`` smallest eigenvalues of :math:`M_p` with spread within
+      ``E_CLUSTER_RTOL`` (relative to :math:`\lambda_{\max}`), and for ``r = m`` (the whole
+      space; the eigenvector of a simple :math:`\lambda_{\min}` at a near-optimal ``p`` is only
+      first-order accurate while the value is second-order), with orthonormal eigenvectors
+      ``Q`` (m, r): :math:`E = Q Z Q^\top` with ``Z`` the solution of the spectraplex problem
+      :math:`\min_{Z \succeq 0, \operatorname{tr} Z = 1} \max_i \langle Z, Q^\top A_i Q\rangle`
+      (primal-dual interior point with column generation,
+      :func:`noisealloc.solvers.e_optimal.column_generation`); at an optimal ``p`` the
+      equivalence theorem (Pukelsheim 2006, ch. 7) says some such ``E`` makes the
+      bound zero;
+    * the eigenprojector of :math:`\lambda_{\min}` and soft-min projectors
+      :math:`E_\mu \propto e^{-M_p/\mu}`, and averages over clusters of smallest eigenvalues.
 
     Returns ``(E, g, lam_min)`` with ``g_i = -<E, A_i>`` and ``lam_min`` of :math:`M_p`.
     """
+    from noisealloc.solvers.e_optimal import column_generation
+
     M, _ = moments(prob, p)
     ev, U = np.linalg.eigh(M)
     lmin = ev[0]
@@ -66,13 +101,31 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
     for k in range(1, 17):
         mu = spread * 10.0 ** (-k)
         z = np.exp(-(ev - lmin) / mu)
-        cands.append(z / z.sum())
+        cands.append((U * (z / z.sum())) @ U.T)
     for thr in 10.0 ** -np.arange(2, 15):
         cl = ev - lmin <= thr * spread
-        cands.append(cl / cl.sum())
+        cands.append((U * (cl / cl.sum())) @ U.T)
+    m = prob.m
+    # The cluster sizes, and the whole space: the eigenvector of a simple lambda_min of a
+    # near-optimal p is only first-order accurate (the value is second-order), so the
+    # dual matrix is also re-optimised over all directions (r = m, the full dual problem
+    # on the support of p plus the most sensitive candidates).
+    sizes = sorted(set(_e_clusters(ev)) | ({m} if m > 1 else set()))
+    if sizes:
+        support = np.flatnonzero(p > 0)
+        cap = max(4 * m, 32)
+        if support.size > cap:
+            support = support[np.argsort(-p[support])[:cap]]
+    for r in sizes:
+        Q = U[:, :r]
+        v0 = prob.Aflat @ (Q @ Q.T).ravel()
+        top = np.argsort(-v0)[: max(2 * m, 8)]
+        _q, E, _b = column_generation(prob.Aflat, np.union1d(support, top), rtol=0.1 * FW_GAP_RTOL, project=Q)
+        cands.append(E)
     best = None
-    for s in cands:
-        E = (U * s) @ U.T
+    for E in cands:
+        E = 0.5 * (E + E.T)
+        E = E / np.trace(E)
         g = -(prob.Aflat @ E.ravel())
         gap = -lmin + prob.regularization - g.min()
         if best is None or gap < best[0]:

@@ -27,10 +27,13 @@ hot loop over all ``n`` candidates is one matrix-vector product with the
 flattened ``(n, m*m)`` stack (BLAS GEMV), after one Cholesky factorisation of
 ``M``; no per-candidate inverse is ever formed.
 
-For 'E' the solvers minimise the smoothed criterion
+For 'E' the main algorithms minimise the smoothed criterion
 :math:`\Phi_\mu(M) = \mu \log \sum_k e^{-\lambda_k(M)/\mu}`
-(:math:`-\lambda_{\min} \le \Phi_\mu \le -\lambda_{\min} + \mu \log m`) with
-:math:`\mu \to 0`; its certificate uses the non-smooth weak-duality bound (see
+(:math:`-\lambda_{\min} \le \Phi_\mu \le -\lambda_{\min} + \mu \log m`); the polish is
+the semidefinite program :math:`\max t` s.t. :math:`M(p) \succeq tI` solved by a
+primal-dual interior point with column generation
+(:mod:`~noisealloc.solvers.e_optimal`), and the certificate is the non-smooth
+weak-duality bound with the dual matrix of the equivalence theorem (see
 :mod:`noisealloc.solvers.certificates`).
 
 The entry point :func:`solve` lives here; the algorithms are in
@@ -569,7 +572,7 @@ def _blas_single_thread():
 
 
 def _solve(A, criterion, *, W, G, A_eval, c, grid, method, polish, tol, max_iter, p0, rng):
-    from noisealloc.solvers import certificates, frank_wolfe, multiplicative, rex
+    from noisealloc.solvers import certificates, e_optimal, frank_wolfe, multiplicative, rex
     from noisealloc.solvers import polish as polish_mod
     from noisealloc.solvers.result import STATUS_MESSAGES, SolveResult
 
@@ -614,7 +617,9 @@ def _solve(A, criterion, *, W, G, A_eval, c, grid, method, polish, tol, max_iter
     if prob.criterion == "E":
         ev0 = evaluate(prob, p)
         lam_scale = abs(ev0.eig[0][-1])
-        mus = [lam_scale * 10.0 ** (-k) for k in (2, 4, 6, 8, 10, 12)]
+        # With polish the smoothed main run only finds a warm start for the interior
+        # point; alone it follows the smoothing to mu -> 0 (it cannot reach 1e-8).
+        mus = [lam_scale * 1e-2] if polish else [lam_scale * 10.0 ** (-k) for k in (2, 4, 6, 8, 10, 12)]
     # The main algorithm is run to a loose gap when polishing follows (it only has to
     # find the support); alone it must reach tol.
     main_tol = max(tol, 1e-3) if polish else tol
@@ -628,7 +633,10 @@ def _solve(A, criterion, *, W, G, A_eval, c, grid, method, polish, tol, max_iter
         else:
             p, st = rex.run(prob, p, tol=main_tol, max_iter=main_iter, rng=gen, counters=counters)
         status = st
-        if polish:
+        if polish and prob.criterion == "E":
+            # non-smooth: primal-dual interior point with column generation
+            p, status = e_optimal.run(prob, p, tol=tol, counters=counters)
+        elif polish:
             p, status = polish_mod.run(prob, p, tol=tol, mu=mu, counters=counters)
     cert = certificates.certify_problem(prob, p, rtol=tol)
     # The certificate, not the solver's own bookkeeping, decides convergence.

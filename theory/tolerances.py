@@ -80,3 +80,11 @@ REG_RCOND = 1e-12
 #: Below this reciprocal condition number (a few hundred ulps) the uniform
 #: information matrix is singular in floating point: every allocation is singular.
 SINGULAR_RCOND = 256 * EPS
+#: E-optimality certificate: eigenvalues of M(p) within this relative distance
+#: (of lambda_max) of lambda_min are treated as one perturbed multiple eigenvalue,
+#: and the dual matrix is sought in their eigenspace (the equivalence theorem puts
+#: it there at the optimum).  Any PSD trace-one E gives a rigorous bound, so this
+#: only decides which candidate E are tried, never the validity of the bound; 1e-4
+#: keeps clusters of allocations up to ~1e-4 suboptimal (their spread is at most
+#: that), while distinct eigenvalues of regular problems are further apart.
+E_CLUSTER_RTOL = 1e-4
