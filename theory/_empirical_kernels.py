@@ -8,10 +8,12 @@ One kernel, two implementations with the same contract:
   Per level, two short vectorisable stages per chunk of :data:`_CH` atoms
   (logits and range reduction; polynomial and sums) keep the dependency chains
   short enough for the out-of-order core to overlap iterations; the sums go into
-  :data:`_W` lanes (elementwise, so no reassociation is needed and
-  ``fastmath=False`` holds).  Candidates that can never again reach the cutoff
-  are removed for good once levels rise (see :func:`_prune`), so high-SNR
-  levels cost O(survivors), not O(atoms).
+  :data:`_W` lanes (elementwise, so no reassociation is needed).  The only
+  fastmath flag is ``contract`` in the polynomial and the sums (FMAs: one
+  rounding instead of two, never less accurate; ~20% faster here); the logits
+  are computed without it, exactly as numpy does.  Candidates whose exponential
+  can never again be nonzero are removed for good once levels rise (see
+  :func:`_prune`), so high-SNR levels cost O(survivors), not O(atoms).
 * :func:`level_pass_numpy` -- the same arithmetic in plain numpy with ``np.exp``
   and no cutoff; the reference the tests compare the compiled kernel with.
 
@@ -147,7 +149,8 @@ def _stage_reduce(c, A, B, j0, a, b, shift, buf):
 
 @jit(fastmath={'contract'})
 def _stage_sums(A, j0, buf, acc):
-    """Chunk ``[j0, j0 + _CH)``: ``e = p(r) 2**(k + 64) 2**-64`` and the lane sums ``acc = [Z | T | U]`` (``_W`` lanes each).
+    """Chunk ``[j0, j0 + _CH)``: ``e = p(r) 2**(k + 64) 2**-64`` and the lane sums
+    ``acc = [Z | T | U]`` (``_W`` lanes each).
 
     Clamped entries (``s = EXP_UNDERFLOW``) give ``e = 0`` exactly, so no select is needed.
     ``fastmath={"contract"}`` (as in :func:`_poly`): the sums may use FMAs.  The logits

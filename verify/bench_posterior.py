@@ -7,8 +7,9 @@ standard errors and the budget integral.
 
 Two baselines, timed in the same run: the repeats of the profile and of the
 baselines are interleaved (profile, baseline 1, baseline 2, profile, ...) so that
-load from other processes on a shared machine hits all of them alike, and each
-reports its best of ``--repeat``, in wall-clock and in CPU seconds (all threads of
+load from other processes on a shared machine hits all of them alike, each one
+starts after a short pause (so that no thread left polling by the previous one is
+charged to it), and each reports its best of ``--repeat``, in wall-clock and in CPU seconds (all threads of
 this process; less sensitive to other load).
 
 Both baselines write into preallocated outputs (as the engine does), so they time the
@@ -33,6 +34,10 @@ import os
 import time
 
 __all__ = ["add_arguments", "run", "measure"]
+
+
+# Pause before each timed call (see measure); longer than OpenBLAS's default polling time.
+_QUIESCE_SECONDS = 0.3
 
 
 def add_arguments(parser) -> None:
@@ -92,6 +97,10 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
     split = None
 
     def timed(key, fn):
+        # Start from a quiet state: after a GEMM, OpenBLAS's worker threads keep polling for
+        # a while (its thread timeout) before they sleep; without a pause that polling would
+        # be charged to whichever measurement comes next.
+        time.sleep(_QUIESCE_SECONDS)
         c0, t0 = time.process_time(), time.perf_counter()
         out = fn()
         wall[key].append(time.perf_counter() - t0)
