@@ -527,8 +527,8 @@ def information_samples(
         "estimator": "trace-identity",
         "seconds_gemm": t_gemm,  # wall seconds, block centring + GEMM
         "seconds_levels": t_pass,  # wall seconds, distance assembly + level passes
-        "cpu_seconds_gemm": c_gemm,  # CPU seconds of the process (all threads)
-        "cpu_seconds_levels": c_pass,
+        "seconds_cpu_gemm": c_gemm,  # CPU seconds of the process (all threads)
+        "seconds_cpu_levels": c_pass,
     }
     return InformationSamples(lam_arr, entropy, mmse, draws, info)
 

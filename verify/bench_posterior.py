@@ -110,8 +110,9 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
     for _ in range(max(1, repeat)):
         smp = timed("profile", lambda: _profile(images, lam, samples, float32))
         if split is None or wall["profile"][-1] == min(wall["profile"]):
+            nan = float("nan")
             split = (smp.info["seconds_gemm"], smp.info["seconds_levels"],
-                     smp.info.get("cpu_seconds_gemm", float("nan")), smp.info.get("cpu_seconds_levels", float("nan")))
+                     smp.info.get("seconds_cpu_gemm", nan), smp.info.get("seconds_cpu_levels", nan))
         timed("gemm_profile", lambda: np.matmul(left, right.T, out=out2))
         timed("gemm_single", lambda: np.matmul(left[:samples], right.T, out=out1))
     out = {key: min(v) for key, v in wall.items()}
