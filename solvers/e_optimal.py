@@ -69,10 +69,9 @@ def _chol(X):
     return L
 
 
-def _maxstep(L, D):
-    """Largest alpha <= 1 / 0.98 with L L^T + alpha D PSD (L the Cholesky factor)."""
-    W = sla.solve_triangular(L, D, lower=True, check_finite=False)
-    W = sla.solve_triangular(L, W.T, lower=True, check_finite=False)
+def _maxstep(Linv, D):
+    """Largest alpha with L L^T + alpha D PSD (``Linv`` the inverse Cholesky factor); inf if none."""
+    W = Linv @ D @ Linv.T
     lo = float(np.linalg.eigvalsh(0.5 * (W + W.T))[0])
     return np.inf if lo >= 0 else -1.0 / lo
 
@@ -153,6 +152,7 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80) 
         if L is None or R is None:
             break
         Linv = sla.solve_triangular(L, I, lower=True, check_finite=False)
+        Rinv = sla.solve_triangular(R, I, lower=True, check_finite=False)
         Xi = Linv.T @ Linv
         G = np.matmul(np.matmul(Linv, Bs), R)  # L^-1 B_i R
         Gf = G.reshape(s, r * r)
@@ -193,8 +193,8 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80) 
             return dq, dt, dX, dE, dz, dnu
 
         def steps(dq, dX, dE, dz):
-            ap = _maxstep(L, dX)
-            ad = _maxstep(R, dE)
+            ap = _maxstep(Linv, dX)
+            ad = _maxstep(Rinv, dE)
             neg = dq < 0
             if neg.any():
                 ap = min(ap, float(np.min(-q[neg] / dq[neg])))
@@ -302,9 +302,11 @@ def column_generation(Aflat: np.ndarray, S0, *, rtol: float, project=None, offse
         add = pk[np.argsort(-v[pk])[:k]]
         # the sensitivity peak moves between rounds: take the grid neighbours along
         add = np.clip(np.concatenate([add + d for d in (-2, -1, 0, 1, 2)]), 0, n - 1)
-        # drop candidates the working-set optimum does not use: near-duplicate grid
-        # neighbours make the Newton system singular to rounding
-        keep = S[res.q >= 1e-9 * res.q.max()]
+        # drop candidates that neither the primal uses nor the dual needs (weight ~ 0 and
+        # sensitivity clearly inactive): near-duplicate grid neighbours make the Newton
+        # system singular to rounding; a needed constraint of a non-unique dual is kept,
+        # else the rounds would cycle
+        keep = S[(res.q >= 1e-9 * res.q.max()) | (v[S] >= lmin - bound)]
         S = np.union1d(keep, add)
     return best[0], best[1], best[2]
 
@@ -316,7 +318,7 @@ def _lmin(Aflat, w, m):
 
 
 def _finalize(Aflat, q, E, m, *, rtol, offset, max_rounds: int = 4):
-    """Re-solve on the active candidates only, so that the support is exact.
+    r"""Re-solve on the active candidates only, so that the support is exact.
 
     The interior point leaves weights ~ mu / z_i on inactive candidates (sensitivity
     :math:`\langle E, A_i\rangle` below :math:`\lambda_{\min}`).  Zeroing them would cost up to
@@ -362,7 +364,7 @@ def _finalize(Aflat, q, E, m, *, rtol, offset, max_rounds: int = 4):
 
 
 def _drop_inactive(prob, q, tol, rounds: int = 2):
-    """Zero the atoms that the certificate's dual matrix shows inactive.
+    r"""Zero the atoms that the certificate's dual matrix shows inactive.
 
     With ``E`` from :func:`noisealloc.solvers.certificates.e_dual_bound` (what
     :func:`~noisealloc.solvers.certify` will use), an atom with
@@ -374,32 +376,39 @@ def _drop_inactive(prob, q, tol, rounds: int = 2):
 
     m, tiny = prob.m, np.finfo(float).tiny
     off = prob.regularization
+    dual = e_dual_bound(prob, q)
     for _ in range(rounds):
-        E, g, lmin = e_dual_bound(prob, q)
+        E, g, lmin = dual
         v = -g + off
         S = np.flatnonzero(q)
-        low = S[v[S] < lmin - 0.25 * tol * max(lmin, tiny)]
+        # only the interior point's leftovers (weights ~ mu / slack, far below the atoms'):
+        # an atom whose slack is at the level of the bound's accuracy may be active
+        low = S[(v[S] < lmin - 0.25 * tol * max(lmin, tiny)) & (q[S] < 1e-4 * q.max())]
         if low.size == 0 or low.size == S.size:
             break
         w = q.copy()
         w[low] = 0.0
         w /= w.sum()
         lw = _lmin(prob.Aflat, w, m) + off
-        if not float(v.max()) - lw <= 0.5 * tol * max(lw, tiny):
+        if float(v.max()) - lw <= 0.5 * tol * max(lw, tiny):
+            dual = e_dual_bound(prob, w)
+        else:
             # a multiple lambda_min can drop under the removal: re-solve on the rest
             T = np.flatnonzero(w)
             res = barrier_sdp(prob.A[T], w[T], gap_atol=0.25 * tol * max(lmin, tiny))
             w = np.zeros_like(q)
             w[T] = res.q
-            lw = _lmin(prob.Aflat, w, m) + off
-            if not float((prob.Aflat @ res.E.ravel()).max()) + off - lw <= 0.5 * tol * max(lw, tiny):
+            # the restricted problem's dual need not be valid off T (a multiple lambda_min
+            # has many duals): judge w by the certificate recomputed from w itself
+            dual = e_dual_bound(prob, w)
+            if not float(-dual[1].min()) + off - dual[2] <= 0.5 * tol * max(dual[2], tiny):
                 break
         q = w
     return q
 
 
 def run(prob, p, *, tol: float, counters=None):
-    """E-optimal weights from the starting allocation ``p``; returns ``(p, status)``.
+    r"""E-optimal weights from the starting allocation ``p``; returns ``(p, status)``.
 
     The working set starts as the heaviest atoms of ``p`` and the peaks of the
     sensitivity :math:`\langle E_0, A_i\rangle` with :math:`E_0` the projector on the

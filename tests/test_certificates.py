@@ -131,3 +131,47 @@ def test_exact_check_agrees_with_numeric_offgrid():
                    A_sym=A_sym, snr=s, interval=(-4, 4), exact_slack=0.0)
     # exact says "violated" iff the numeric local maximisation finds a violation
     assert cert.exact.holds == (cert.offgrid.violation <= 0)
+
+
+@settings(max_examples=15)
+@given(curve=psd_curves(), eps_exp=st.integers(2, 8), data=st.data())
+def test_e_gap_rigorous_near_optimum(curve, eps_exp, data):
+    """The E bound at a near-optimal allocation bounds its true suboptimality.
+
+    p' = (1 - eps) p* + eps q mixes the certified optimum p* with a random allocation; the
+    bound at p' must be >= Phi(p') - Phi(p*) (>= Phi(p') - Phi*, since Phi(p*) >= Phi*).
+    Near the optimum the bound is small, so a non-rigorous dual matrix would show here;
+    lambda_min is often repeated at p*.
+    """
+    lam, A = curve
+    n = A.shape[0]
+    res = solve(A, "E", grid=lam)
+    q = data.draw(simplex_weights(n))
+    eps = 10.0 ** (-eps_exp)
+    pp = (1 - eps) * res.weights + eps * q
+    pp /= pp.sum()
+    cert = certify(A, pp, "E", grid=lam)
+    prob = make_problem(A, "E")
+    assert cert.value - res.value <= cert.gap + 1e-13 * abs(res.value)
+    assert cert.gap >= 0
+    E = cert.dual_matrix
+    assert np.linalg.eigvalsh(E)[0] >= -1e-14 and abs(np.trace(E) - 1) < 1e-12
+    # weak duality directly: every allocation (here random ones) has lambda_min <= max_i <E, A_i>
+    rng = np.random.default_rng(n)
+    top = float(np.max(np.einsum("ijk,jk->i", A, E)))
+    for _ in range(10):
+        w = rng.dirichlet(np.full(n, 0.3))
+        assert -criterion_value(prob, w) <= top * (1 + 1e-13)
+
+
+def test_e_certificate_recomputed_from_weights_alone():
+    """certify(A, weights, 'E') reproduces the solver's certificate from the allocation alone."""
+    x = np.linspace(-1, 1, 201)
+    F = np.polynomial.chebyshev.chebvander(x, 3)
+    A = F[:, :, None] * F[:, None, :]
+    res = solve(A, "E", grid=x)
+    cert = certify(A, res.weights, "E", grid=x)
+    assert cert.certified and res.certificate.certified
+    np.testing.assert_allclose(cert.value, res.value, rtol=1e-15)
+    np.testing.assert_allclose(cert.gap, res.gap, rtol=0, atol=1e-15 * abs(res.value))
+    assert cert.rel_gap <= 1e-8
