@@ -26,6 +26,7 @@ from noisealloc.theory.tolerances import FD_REL_STEP
 
 __all__ = [
     "entropy_rate_from_mmse",
+    "rate_jacobian",
     "half_snr_times",
     "BudgetResult",
     "budget_integral",
@@ -45,6 +46,16 @@ def half_snr_times(lam, values) -> np.ndarray:
     with np.errstate(divide="ignore"):
         out = np.sign(v) * np.exp(lam - np.log(2.0) + np.log(np.abs(v)))
     return np.where(v == 0, 0.0, out)
+
+
+def rate_jacobian(lam, coordinate="lambda"):
+    r""":math:`|d\lambda/du|` at :math:`u(\lambda)` and the coordinate's name: a rate per unit of
+    :math:`\lambda` times this is the rate per unit of ``u``."""
+    lam = np.asarray(lam, dtype=np.float64)
+    coord = get_coordinate(coordinate)
+    if coord.name == "lambda":
+        return np.ones_like(lam), coord.name
+    return np.abs(coord.dlam_du(coord.from_lam(lam))), coord.name
 
 
 def entropy_rate_from_mmse(lam, mmse, coordinate="lambda") -> Estimate:
@@ -82,8 +93,7 @@ def entropy_rate_from_mmse(lam, mmse, coordinate="lambda") -> Estimate:
         method, err, n, info = "closed-form", None, None, {}
     if value.shape != np.broadcast_shapes(value.shape, lam.shape):
         raise ValueError(f"mmse must have the shape of lam {lam.shape}; got {value.shape}")
-    jac = np.abs(coord.dlam_du(coord.from_lam(lam))) if coord.name != "lambda" else np.ones_like(lam)
-    info["coordinate"] = coord.name
+    jac, info["coordinate"] = rate_jacobian(lam, coord)
     return Estimate(half_snr_times(lam, value) * jac, half_snr_times(lam, stderr) * jac, method, err, n, info)
 
 

@@ -177,13 +177,14 @@ def _eval(f, a, b, pid):
 
 
 def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, atol=0.0,
-                           max_rounds=60, max_intervals=4_000_000, warn=True):
+                           max_rounds=60, max_intervals=4_000_000, warn=True, active=None):
     r"""Global adaptive G10/K21 quadrature of a batch of problems.
 
     Problem ``p`` is :math:`\int f(x, p)\,dx` over the union of the intervals
     ``[a[i], b[i]]`` with ``pid[i] == p``.  ``f(x, pid)`` takes flat arrays of
     points and their problem indices and returns ``(n_out, n_points)`` values
-    (all integrands share the nodes).  Each round evaluates only new intervals
+    (all integrands share the nodes); ``active`` (bool, ``(n_out, n_problems)``)
+    restricts the tolerance test to the outputs that matter for each problem.  Each round evaluates only new intervals
     and, for every problem whose summed error exceeds
     :math:`\max(\mathrm{rtol}\,|I_p|, \mathrm{atol})` in some output, bisects its
     intervals whose error exceeds that tolerance divided by the problem's
@@ -210,6 +211,8 @@ def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, ato
             tot[o] = np.bincount(pid, weights=k[o], minlength=n_problems)
             err[o] = np.bincount(pid, weights=e[o], minlength=n_problems)
         tol = np.maximum(rtol * np.abs(tot), atol)
+        if active is not None:
+            tol = np.where(active, tol, np.inf)
         bad = np.any(err > tol, axis=0)
         if not np.any(bad):
             break

@@ -1,0 +1,374 @@
+r"""Gaussian manifolds and their mixtures (THEORY.md sections 2 and 3.2-3.3).
+
+A Gaussian manifold is :math:`x_0 = \mu + U z`, :math:`z \sim N(0, \mathrm{diag}(s))`,
+:math:`U \in \mathbb{R}^{D\times k}` with orthonormal columns.  Observation
+convention (VE/EDM scaling): :math:`x = x_0 + \sigma\varepsilon`, :math:`\sigma = e^{-\lambda/2}`;
+a VP observation divided by :math:`\alpha` is the same, so everything is a
+function of :math:`\lambda`.  Closed forms:
+
+.. math::
+
+    \mathrm{mmse}(\lambda) = \sum_i \frac{s_i}{1 + e^\lambda s_i}, \quad
+    I(\lambda) = \tfrac12 \sum_i \log(1 + e^\lambda s_i), \quad
+    h(\lambda) = \tfrac12 \sum_i \frac{e^\lambda s_i}{1 + e^\lambda s_i} \xrightarrow[\lambda\to\infty]{} \frac{k}{2},
+
+evaluated as :math:`s_i\,\mathrm{expit}(-\lambda - \log s_i)`,
+:math:`\tfrac12\mathrm{logaddexp}(0, \lambda + \log s_i)` and
+:math:`\tfrac12\mathrm{expit}(\lambda + \log s_i)`, accurate for :math:`|\lambda| \le 700`.
+
+A mixture :math:`\sum_j \pi_j N(\mu_j, U_j\,\mathrm{diag}(s_j)\,U_j^\top)` (a component
+with :math:`k = 0` is a Dirac) has closed-form component posteriors; its
+expectations over ``x`` are computed by Monte Carlo with common random numbers
+across levels (:meth:`GaussianManifoldMixture.information`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
+
+__all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
+
+#: Largest entry of |U^T U - I| accepted for an "orthonormal" basis: a basis
+#: from a QR/SVD in float64 is orthonormal to ~1e-15; 1e-10 admits user input
+#: rounded to ~10 digits but rejects any genuinely non-orthonormal basis.
+ORTHONORMAL_ATOL = 1e-10
+
+
+def _lam(lam):
+    lam = as_float_array(lam, "lam")
+    check_finite(lam, "lam")
+    return lam
+
+
+class GaussianManifold:
+    r"""Gaussian law on a k-dimensional affine subspace of :math:`\mathbb{R}^D`.
+
+    Parameters
+    ----------
+    mean : array_like, shape (D,)
+        :math:`\mu`.
+    basis : array_like, shape (D, k)
+        :math:`U` with orthonormal columns (``k = 0`` gives a Dirac at ``mean``).
+    variances : array_like, shape (k,)
+        :math:`s_i > 0`.
+
+    Attributes
+    ----------
+    dim : int (D);  k : int;  discrete : bool (False)
+
+    Examples
+    --------
+    >>> g = GaussianManifold([0.0, 0.0], [[1.0], [0.0]], [2.0])
+    >>> round(float(g.mmse(0.0).value), 12)   # 2 / (1 + 2)
+    0.666666666667
+    """
+
+    discrete = False
+
+    def __init__(self, mean, basis, variances):
+        mean = as_float_array(mean, "mean")
+        if mean.ndim != 1 or mean.size < 1:
+            raise ValueError(f"mean must have shape (D,) with D >= 1; got {mean.shape}")
+        check_finite(mean, "mean")
+        d = mean.size
+        basis = as_float_array(basis, "basis")
+        if basis.ndim == 1 and basis.size == d:
+            basis = basis[:, None]
+        if basis.ndim != 2 or basis.shape[0] != d:
+            raise ValueError(f"basis must have shape (D, k) = ({d}, k) to match mean; got {basis.shape}")
+        check_finite(basis, "basis")
+        k = basis.shape[1]
+        if k > d:
+            raise ValueError(f"basis must have at most D = {d} columns; got {k}")
+        gram_err = float(np.max(np.abs(basis.T @ basis - np.eye(k)))) if k else 0.0
+        if gram_err > ORTHONORMAL_ATOL:
+            raise ValueError(
+                f"basis must have orthonormal columns (max |U^T U - I| <= {ORTHONORMAL_ATOL:g}); got {gram_err:.3g}"
+            )
+        variances = as_float_array(variances, "variances")
+        if variances.ndim == 0:
+            variances = variances[None]
+        if variances.shape != (k,):
+            raise ValueError(f"variances must have shape ({k},) to match basis {basis.shape}; got {variances.shape}")
+        check_finite(variances, "variances")
+        if np.any(variances <= 0):
+            bad = int(np.flatnonzero(variances <= 0)[0])
+            raise ValueError(f"variances must be > 0; entry {bad} is {variances[bad]!r}")
+        self.mean = mean
+        self.basis = basis
+        self.variances = variances
+        self.log_variances = np.log(variances)
+        self.dim = d
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"GaussianManifold(dim={self.dim}, k={self.k})"
+
+    # ---------------------------------------------------------------- sampling
+    def sample_x0(self, n: int, *, rng=None) -> np.ndarray:
+        """Draw ``n`` points :math:`\\mu + U z`, shape (n, D)."""
+        n = _check_n(n)
+        gen = as_generator(rng)
+        z = gen.standard_normal((n, self.k)) * np.sqrt(self.variances)
+        return self.mean + z @ self.basis.T
+
+    def sample_x(self, lam, n: int, *, rng=None):
+        r"""Draw ``(x0, x)``, :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``."""
+        lam = _scalar(lam)
+        gen = as_generator(rng)
+        x0 = self.sample_x0(n, rng=gen)
+        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+
+    # ---------------------------------------------------------------- posterior
+    def _xl(self, x, lam):
+        x = as_float_array(x, "x")
+        if x.ndim != 2 or x.shape[1] != self.dim:
+            raise ValueError(f"x must have shape (n, {self.dim}); got {x.shape}")
+        check_finite(x, "x")
+        lam = _lam(lam)
+        if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != x.shape[0]):
+            raise ValueError(f"lam must be a scalar or have shape ({x.shape[0]},); got {lam.shape}")
+        return x, np.broadcast_to(lam, (x.shape[0],))
+
+    def shrinkage(self, lam) -> np.ndarray:
+        r"""Per-direction gain :math:`g_i = e^\lambda s_i / (1 + e^\lambda s_i)`, shape ``lam.shape + (k,)``."""
+        lam = _lam(lam)
+        return expit(lam[..., None] + self.log_variances)
+
+    def denoiser(self, x, lam) -> np.ndarray:
+        r""":math:`m(x) = \mu + U\,\mathrm{diag}(g)\,U^\top (x - \mu)`, shape (n, D)."""
+        x, lam = self._xl(x, lam)
+        c = (x - self.mean) @ self.basis
+        return self.mean + (c * self.shrinkage(lam)) @ self.basis.T
+
+    def posterior_cov(self, x, lam) -> np.ndarray:
+        r""":math:`C = U\,\mathrm{diag}(s_i/(1 + e^\lambda s_i))\,U^\top` (independent of ``x``), shape (n, D, D)."""
+        x, lam = self._xl(x, lam)
+        v = self.variances * expit(-(lam[:, None] + self.log_variances))
+        return np.einsum("ia,na,ja->nij", self.basis, v, self.basis)
+
+    # ---------------------------------------------------------------- information
+    def mmse(self, lam, **_ignored) -> Estimate:
+        r""":math:`\sum_i s_i / (1 + e^\lambda s_i)` (closed form; shape of ``lam``)."""
+        lam = _lam(lam)
+        v = np.sum(self.variances * expit(-(lam[..., None] + self.log_variances)), axis=-1)
+        return Estimate(v, 0.0, "closed-form")
+
+    def mutual_information(self, lam, **_ignored) -> Estimate:
+        r""":math:`I(\lambda) = \tfrac12\sum_i \log(1 + e^\lambda s_i)` in nats (closed form)."""
+        lam = _lam(lam)
+        v = 0.5 * np.sum(np.logaddexp(0.0, lam[..., None] + self.log_variances), axis=-1)
+        return Estimate(v, 0.0, "closed-form")
+
+    def entropy_rate(self, lam, coordinate="lambda", **_ignored) -> Estimate:
+        r""":math:`h(\lambda) = \tfrac12 \sum_i e^\lambda s_i/(1 + e^\lambda s_i)` moved to ``coordinate``
+        (:math:`h_u = h\,|d\lambda/du|` at :math:`u(\lambda)`); tends to :math:`k/2`."""
+        lam = _lam(lam)
+        h = 0.5 * np.sum(expit(lam[..., None] + self.log_variances), axis=-1)
+        jac, name = rate_jacobian(lam, coordinate)
+        return Estimate(h * jac, 0.0, "closed-form", None, None, {"coordinate": name})
+
+    def log_marginal(self, x, lam) -> np.ndarray:
+        r"""Log density of ``x`` at level ``lam``: :math:`\log N(x; \mu, UdiagU^\top + \sigma^2 I)`, shape (n,)."""
+        x, lam = self._xl(x, lam)
+        sig2 = np.exp(-lam)
+        r = x - self.mean
+        c = r @ self.basis
+        perp = r - c @ self.basis.T
+        quad = np.einsum("nd,nd->n", perp, perp) / sig2 + np.sum(c * c / (self.variances + sig2[:, None]), axis=1)
+        logdet = (self.dim - self.k) * np.log(sig2) + np.sum(np.log(self.variances + sig2[:, None]), axis=1)
+        return -0.5 * (quad + logdet + self.dim * math.log(2 * math.pi))
+
+
+class GaussianManifoldMixture:
+    r"""Mixture :math:`\sum_j \pi_j N(\mu_j, U_j\,\mathrm{diag}(s_j)\,U_j^\top)` of Gaussian manifolds.
+
+    Parameters
+    ----------
+    components : sequence of GaussianManifold
+        Same ``dim``; a component with ``k = 0`` is a Dirac mass.
+    weights : array_like, shape (J,), optional
+        :math:`\pi_j > 0`, normalised; uniform by default.
+
+    Notes
+    -----
+    Component posterior :math:`w_j(x) \propto \pi_j N(x; \mu_j, \Sigma_j + \sigma^2 I)`; given
+    ``j`` the posterior is the component's Gaussian posterior, so
+    :math:`m = \sum_j w_j m_j`, :math:`C = \sum_j w_j (C_j + (m_j - m)(m_j - m)^\top)`.
+    When the component is a function of :math:`x_0` (distinct components),
+    :math:`I(x_0; x) = H(\pi) - E\,\mathcal H(w(x)) + \sum_j \pi_j I_j(\lambda)`.
+    """
+
+    def __init__(self, components, weights=None):
+        comps = list(components)
+        if not comps:
+            raise ValueError("components must be a non-empty sequence of GaussianManifold")
+        for i, c in enumerate(comps):
+            if not isinstance(c, GaussianManifold):
+                raise TypeError(f"components[{i}] must be a GaussianManifold; got {type(c).__name__}")
+        d = comps[0].dim
+        for i, c in enumerate(comps):
+            if c.dim != d:
+                raise ValueError(f"components must share dim; components[0].dim = {d}, components[{i}].dim = {c.dim}")
+        j = len(comps)
+        if weights is None:
+            weights = np.full(j, 1.0 / j)
+        else:
+            weights = as_float_array(weights, "weights")
+            if weights.shape != (j,):
+                raise ValueError(f"weights must have shape ({j},) to match components; got {weights.shape}")
+            check_finite(weights, "weights")
+            if np.any(weights <= 0):
+                bad = int(np.flatnonzero(weights <= 0)[0])
+                raise ValueError(f"weights must be > 0; entry {bad} is {weights[bad]!r}")
+            weights = weights / weights.sum()
+        self.components = comps
+        self.weights = weights
+        self.log_weights = np.log(weights)
+        self.dim = d
+        self.discrete = all(c.k == 0 for c in comps)
+
+    @property
+    def entropy(self) -> float:
+        """:math:`H(\\pi)` of the component weights."""
+        return float(-np.sum(self.weights * self.log_weights))
+
+    def sample_x0(self, n: int, *, rng=None, return_component=False):
+        """Draw ``n`` points, shape (n, D) (and the component labels when ``return_component``)."""
+        n = _check_n(n)
+        gen = as_generator(rng)
+        lab = gen.choice(len(self.components), size=n, p=self.weights)
+        kmax = max(c.k for c in self.components)
+        z = gen.standard_normal((n, kmax))
+        x0 = self._x0_from(lab, z)
+        return (x0, lab) if return_component else x0
+
+    def _x0_from(self, lab, z):
+        x0 = np.empty((lab.size, self.dim))
+        for j, c in enumerate(self.components):
+            sel = lab == j
+            x0[sel] = c.mean + (z[sel, : c.k] * np.sqrt(c.variances)) @ c.basis.T
+        return x0
+
+    def sample_x(self, lam, n: int, *, rng=None):
+        r"""Draw ``(x0, x)`` with :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``."""
+        lam = _scalar(lam)
+        gen = as_generator(rng)
+        x0 = self.sample_x0(n, rng=gen)
+        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+
+    def _check_x(self, x, lam):
+        return self.components[0]._xl(x, lam)
+
+    def log_posterior_weights(self, x, lam) -> np.ndarray:
+        """Log component-posterior weights, shape (n, J) (log-sum-exp normalised)."""
+        x, lam = self._check_x(x, lam)
+        ll = np.stack([c.log_marginal(x, lam) for c in self.components], axis=1) + self.log_weights
+        mx = ll.max(axis=1, keepdims=True)
+        return ll - (mx + np.log(np.sum(np.exp(ll - mx), axis=1, keepdims=True)))
+
+    def _moments(self, x, lam):
+        x, lam = self._check_x(x, lam)
+        lw = self.log_posterior_weights(x, lam)
+        w = np.exp(lw)
+        ms = np.stack([c.denoiser(x, lam) for c in self.components], axis=1)  # (n, J, D)
+        m = np.einsum("nj,njd->nd", w, ms)
+        return lw, w, ms, m, lam
+
+    def denoiser(self, x, lam) -> np.ndarray:
+        r""":math:`m(x) = \sum_j w_j(x) m_j(x)`, shape (n, D)."""
+        return self._moments(x, lam)[3]
+
+    def posterior_cov(self, x, lam) -> np.ndarray:
+        r""":math:`C = \sum_j w_j (C_j + (m_j - m)(m_j - m)^\top)`, shape (n, D, D)."""
+        lw, w, ms, m, lam_b = self._moments(x, lam)
+        dev = ms - m[:, None, :]
+        out = np.einsum("nj,nja,njb->nab", w, dev, dev)
+        for j, c in enumerate(self.components):
+            if c.k:
+                out += w[:, j, None, None] * c.posterior_cov(np.asarray(x, dtype=np.float64), lam_b)
+        return out
+
+    def _trace_and_entropy(self, x, lam):
+        lw, w, ms, m, lam_b = self._moments(x, lam)
+        dev = ms - m[:, None, :]
+        tr = np.einsum("nj,njd,njd->n", w, dev, dev)
+        for j, c in enumerate(self.components):
+            if c.k:
+                tr += w[:, j] * np.sum(c.variances * expit(-(lam_b[:, None] + c.log_variances)), axis=1)
+        ent = np.einsum("nj,nj->n", w, -lw)
+        return tr, np.maximum(ent, 0.0)
+
+    def information(self, lam, *, n_samples=4096, rng=None) -> dict:
+        r"""Monte-Carlo MMSE, component entropy and mutual information, with common random numbers.
+
+        One set of draws :math:`(j, z, \varepsilon)` is reused at every level
+        (:math:`x = x_0 + e^{-\lambda/2}\varepsilon`), so differences across levels
+        are smooth; each value carries its standard error.
+
+        Returns
+        -------
+        dict
+            ``{"mmse", "component_entropy", "mutual_information"}``, each an
+            :class:`Estimate` with ``method="monte-carlo"`` and ``info["seed"]``.
+        """
+        lam = _lam(lam)
+        n = _check_n(n_samples, "n_samples")
+        seed = rng if isinstance(rng, (int, np.integer)) else None
+        gen = as_generator(rng)
+        x0 = self.sample_x0(n, rng=gen)
+        eps = gen.standard_normal(x0.shape)
+        flat = lam.reshape(-1)
+        tr = np.empty((flat.size, n))
+        ent = np.empty((flat.size, n))
+        for i, l in enumerate(flat):
+            tr[i], ent[i] = self._trace_and_entropy(x0 + math.exp(-0.5 * l) * eps, float(l))
+        se = lambda a: a.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(a.shape[0])
+        info = {"seed": seed, "n_samples": n}
+        i_comp = sum(p * c.mutual_information(flat).value for p, c in zip(self.weights, self.components))
+        mi = self.entropy - ent.mean(axis=1) + i_comp
+        shape = lam.shape
+        return {
+            "mmse": Estimate(tr.mean(axis=1).reshape(shape), se(tr).reshape(shape), "monte-carlo", None, n, info),
+            "component_entropy": Estimate(ent.mean(axis=1).reshape(shape), se(ent).reshape(shape), "monte-carlo",
+                                          None, n, info),
+            "mutual_information": Estimate(mi.reshape(shape), se(ent).reshape(shape), "monte-carlo", None, n, info),
+        }
+
+    def mmse(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
+        """Monte-Carlo :math:`E\\,\\mathrm{tr}\\,C(x)` (see :meth:`information`)."""
+        return self.information(lam, n_samples=n_samples, rng=rng)["mmse"]
+
+    def mutual_information(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
+        """Monte-Carlo :math:`I(x_0; x)` (see :meth:`information`)."""
+        return self.information(lam, n_samples=n_samples, rng=rng)["mutual_information"]
+
+    def conditional_entropy(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
+        """:math:`E\\,\\mathcal H(w(x))`, the conditional entropy of the component (Monte Carlo)."""
+        return self.information(lam, n_samples=n_samples, rng=rng)["component_entropy"]
+
+    def entropy_rate(self, lam, coordinate="lambda", *, n_samples=4096, rng=None, **_ignored) -> Estimate:
+        r""":math:`\tfrac12 e^\lambda\,\mathrm{mmse}` (Monte Carlo) moved to ``coordinate``."""
+        return entropy_rate_from_mmse(lam, self.mmse(lam, n_samples=n_samples, rng=rng), coordinate)
+
+
+def _check_n(n, name="n") -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer; got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1; got {n}")
+    return int(n)
+
+
+def _scalar(lam) -> float:
+    arr = _lam(lam)
+    if arr.ndim != 0:
+        raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
+    return float(arr)
