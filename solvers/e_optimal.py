@@ -44,6 +44,8 @@ References
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import linalg as sla
 
@@ -171,10 +173,15 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80) 
         dsc = np.ones(s + 2)
         dsc[: s + 1] = 1.0 / np.sqrt(np.maximum(np.abs(np.diag(KKT)[: s + 1]), np.finfo(float).tiny))
         KKTs = KKT * dsc[:, None] * dsc[None, :]
-        try:
-            lu = sla.lu_factor(KKTs, check_finite=False)
-        except (ValueError, np.linalg.LinAlgError):
-            break
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", sla.LinAlgWarning)
+            try:
+                lu = sla.lu_factor(KKTs, check_finite=False)
+            except (ValueError, np.linalg.LinAlgError):
+                break
+        piv = np.abs(np.diag(lu[0]))
+        if not np.all(np.isfinite(piv)) or piv.min() == 0.0:
+            break  # the Newton system is singular to rounding: keep the best iterate
 
         def direction(Kmat, kq):
             rhs = np.empty(s + 2)
@@ -263,6 +270,10 @@ def column_generation(Aflat: np.ndarray, S0, *, rtol: float, project=None, offse
     best = None
     q_full = None
     for _round in range(max_rounds):
+        # identical candidates (e.g. the two ends of a periodic grid) are one constraint
+        # of the dual and make the Newton system exactly singular: keep the first
+        _u, first = np.unique(Aflat[S], axis=0, return_index=True)
+        S = S[np.sort(first)]
         As = Aflat[S].reshape(S.size, m, m)
         B = As if project is None else np.matmul(np.matmul(project.T, As), project)
         B = 0.5 * (B + np.swapaxes(B, 1, 2))
@@ -431,7 +442,7 @@ def run(prob, p, *, tol: float, counters=None):
     pk = _peaks(v, np.arange(n))
     pk = pk[np.argsort(-v[pk])[:cap]]
     S0 = np.union1d(heavy, pk)
-    q, E, bound = column_generation(Aflat, S0, rtol=0.5 * tol, offset=prob.regularization, counters=counters)
+    q, E, bound = column_generation(Aflat, S0, rtol=0.1 * tol, offset=prob.regularization, counters=counters)
     q, E = _finalize(Aflat, q, E, m, rtol=0.5 * tol, offset=prob.regularization)
     if np.count_nonzero(q) > prob.atom_bound:
         # a non-unique optimum (the interior point returns its analytic centre):
