@@ -140,7 +140,9 @@ class Certificate:
         Ridge :math:`\delta` in :math:`M_p + \delta I` (0 if none).
     dual_matrix : ndarray or None
         'E' only: the PSD, trace-one matrix E of the weak-duality bound
-        :math:`\max_q \lambda_{\min}(M_q) \le \max_i \langle E, A_i \rangle`.
+        :math:`\max_q \lambda_{\min}(M_q) \le \max_i \langle E, A_i \rangle + \delta`; at an
+        optimum it lives on the eigenspace of :math:`\lambda_{\min}(M_p)` (equivalence theorem
+        for E-optimality), see :func:`noisealloc.solvers.certificates.e_dual_bound`.
     surrogate_value : float or None
         Sandwich only: :math:`V` at the L-optimal allocation with :math:`W = A_\omega`
         (the convex surrogate, exact when :math:`G = sA`).

@@ -314,7 +314,7 @@ E_METHODS = ["multiplicative", "frank-wolfe"]  # the methods that accept 'E' ('r
 
 
 @pytest.mark.parametrize("method", E_METHODS)
-@settings(max_examples=6)
+@settings(max_examples=10)
 @given(curve=psd_curves())
 def test_e_optimal_certified_gap_every_method(method, curve):
     """Issue 4, acceptance 1 for the non-smooth E criterion: certified gap <= 1e-8 relative.
