@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="FILE.png")
 
 
-def _sensitivity_curve(prob, res, criterion, lam_fine):
+def _sensitivity_curve(prob, weights, criterion, lam_fine):
     """Sensitivity -g(lam) on a fine grid and its bound -sum_j p_j g_j.
 
     The fine levels are appended to the problem as candidates of zero weight, so
@@ -49,7 +49,7 @@ def _sensitivity_curve(prob, res, criterion, lam_fine):
     G_aug = None
     if criterion == "sandwich":
         G_aug = np.concatenate([prob.G, np.stack([prob.G_of_lam(l) for l in lam_fine])])
-    w = np.concatenate([res.weights, np.zeros(lam_fine.size)])
+    w = np.concatenate([weights, np.zeros(lam_fine.size)])
     cert = certify(A_aug, w, criterion, **_criterion_kwargs(prob, criterion, G=G_aug))
     g = np.asarray(cert.g)
     return -g[prob.lam.size:], -float(cert.g_bar)
@@ -86,21 +86,17 @@ def run(args) -> int:
     t0 = time.perf_counter()
     res = solve(prob.A, args.criterion, grid=lam, tol=args.tol, rng=args.seed, **_criterion_kwargs(prob, args.criterion))
     t_solve = time.perf_counter() - t0
-    cert = res.certificate
 
-    # Support reduction (Theorem 1) when the solver package provides it.
-    weights = res.weights
-    reduced = None
-    try:
-        from noisealloc.solvers import reduce_support
-    except ImportError:  # pragma: no cover - support reduction lands with the solver core
-        reduce_support = None
-    if reduce_support is not None:
-        reduced = reduce_support(prob.A, weights, args.criterion, grid=lam, **_criterion_kwargs(prob, args.criterion))
-        weights = np.asarray(reduced.weights)
+    # Support reduction (Theorem 1): never increases the value; the certificate is then
+    # recomputed from the reduced allocation alone, so what is written is what is certified.
+    from noisealloc.solvers import certify, reduce_support
+
+    reduced = reduce_support(prob.A, res.weights, args.criterion, **_criterion_kwargs(prob, args.criterion))
+    weights = np.asarray(reduced.weights)
+    cert = certify(prob.A, weights, args.criterion, grid=lam, **_criterion_kwargs(prob, args.criterion))
 
     off = None
-    if prob.A_of_lam is not None and args.criterion in ("L", "A", "D", "sandwich"):
+    if prob.A_of_lam is not None:
         from noisealloc.solvers import offgrid_check
         from noisealloc.solvers.criteria import make_problem
 
@@ -108,8 +104,6 @@ def run(args) -> int:
         off = offgrid_check(P, weights, prob.A_of_lam, G_fn=prob.G_of_lam if args.criterion == "sandwich" else None)
     exact = None
     if args.model == "linear" and args.criterion in ("L", "A", "D"):
-        from noisealloc.solvers import certify
-
         A_sym, snr = gaussian_linear_sympy(model.variances)
         exact = certify(prob.A, weights, args.criterion, grid=lam, A_sym=A_sym, snr=snr,
                         **_criterion_kwargs(prob, args.criterion)).exact
@@ -120,9 +114,10 @@ def run(args) -> int:
     print(f"data {args.data}, family {prob.family} (m = {m}), criterion {args.criterion}, {args.levels} levels "
           f"on [{lo:g}, {hi:g}]")
     print(f"build {t_build:.2f} s ({prob.info.get('method')}), solve {t_solve:.2f} s ({res.method}, {res.n_iter} it)")
-    print(f"value {res.value:.10g}; certified {'gap' if cert.kind == 'duality-gap' else 'KKT residual'} "
+    print(f"value {cert.value:.10g}; certified {'gap' if cert.kind == 'duality-gap' else 'KKT residual'} "
           f"{cert.gap:.3e} (relative {cert.rel_gap:.3e}); {res.message}")
-    print(f"atoms: {support.size} (Theorem 1 bound {bound}); equivalence check "
+    print(f"atoms: {reduced.n_atoms_before} from the solver, {support.size} after Caratheodory reduction "
+          f"(Theorem 1 bound {bound}); equivalence check "
           f"{'passes' if cert.equivalence_ok else 'FAILS'} (slack {cert.equivalence_slack:.2e})")
     if off is not None:
         print(f"off-grid sensitivity max {off.sensitivity_max:.10g} at lam = {off.lam_max:.4f} vs bound "
@@ -138,7 +133,7 @@ def run(args) -> int:
         "data": args.data, "family": prob.family, "criterion": args.criterion, "m": m,
         "lam": lam.tolist(), "weights": weights.tolist(),
         "atoms": lam[support].tolist(), "atom_weights": weights[support].tolist(),
-        "value": res.value, "solver": {"method": res.method, "n_iter": res.n_iter, "status": res.status,
+        "value": cert.value, "solver": {"method": res.method, "n_iter": res.n_iter, "status": res.status,
                                        "message": res.message, "seconds": t_solve},
         "certificate": {"kind": cert.kind, "gap": cert.gap, "rel_gap": cert.rel_gap,
                         "equivalence_ok": bool(cert.equivalence_ok), "equivalence_slack": cert.equivalence_slack,
@@ -155,12 +150,12 @@ def run(args) -> int:
         atomic_write(args.out, lambda fh: fh.write(json.dumps(out, indent=1).encode()))
         print(f"wrote {args.out}")
     if args.plot:
-        _plot(args, prob, lam, weights, support, res)
+        _plot(args, prob, lam, weights, support)
         print(f"wrote {args.plot}")
     return 0 if (cert.equivalence_ok or cert.kind == "kkt") else 1
 
 
-def _plot(args, prob, lam, weights, support, res):
+def _plot(args, prob, lam, weights, support):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +182,7 @@ def _plot(args, prob, lam, weights, support, res):
     ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
     ax1.grid(alpha=0.3)
     fine = np.linspace(lam[0], lam[-1], 400)
-    sens, bound = _sensitivity_curve(prob, _Weights(weights), args.criterion, fine)
+    sens, bound = _sensitivity_curve(prob, weights, args.criterion, fine)
     ax2.plot(fine, sens, color="C0", label=r"sensitivity $-g(\lambda)$")
     ax2.axhline(bound, color="k", ls="--", lw=1, label=r"bound $-\sum_j p_j g_j$")
     ax2.plot(lam[support], np.full(support.size, bound), "C3o", ms=5, label="atoms")
@@ -202,8 +197,3 @@ def _plot(args, prob, lam, weights, support, res):
     fig.tight_layout()
     _savefig(fig, args.plot)
     plt.close(fig)
-
-
-class _Weights:
-    def __init__(self, w):
-        self.weights = w
