@@ -25,6 +25,7 @@ from noisealloc.theory.quadrature import adaptive_gauss_kronrod
 from noisealloc.theory.tolerances import FD_REL_STEP
 
 __all__ = [
+    "grid_quadrature_weights",
     "entropy_rate_from_mmse",
     "rate_jacobian",
     "half_snr_times",
@@ -33,6 +34,23 @@ __all__ = [
     "IMMSECheck",
     "i_mmse_check",
 ]
+
+
+def grid_quadrature_weights(lam):
+    r"""Trapezoid and Simpson weights on a grid, so that ``weights @ f`` approximates :math:`\int f\,d\lambda`.
+
+    Returns ``(trapezoid, simpson)``, each of shape ``lam.shape``; their difference
+    applied to ``f`` estimates the discretisation error of a budget integral.
+    """
+    from scipy.integrate import simpson
+
+    lam = np.asarray(lam, dtype=np.float64)
+    trap = np.empty_like(lam)
+    dl = np.diff(lam)
+    trap[0], trap[-1] = dl[0] / 2, dl[-1] / 2
+    trap[1:-1] = (dl[:-1] + dl[1:]) / 2
+    simp = simpson(np.eye(lam.size), x=lam, axis=1)
+    return trap, simp
 
 
 def half_snr_times(lam, values) -> np.ndarray:

@@ -56,13 +56,13 @@ def add_arguments(parser) -> None:
 def _profile(images, lam, samples, float32):
     import numpy as np
 
-    from noisealloc.commands.entropy import budget_weights
+    from noisealloc.theory.information import grid_quadrature_weights
     from noisealloc.theory.empirical import information_samples
 
     smp = information_samples(images, None, lam, n_samples=samples, rng=0, float32_distances=float32)
     smp.mean_stderr(smp.mmse)
     smp.mean_stderr(smp.entropy)
-    trap, _ = budget_weights(lam)
+    trap, _ = grid_quadrature_weights(lam)
     smp.mean_stderr(trap @ (0.5 * np.exp(lam)[:, None] * smp.mmse))
     return smp
 

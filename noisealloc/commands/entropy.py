@@ -18,9 +18,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 
-__all__ = ["add_arguments", "run", "budget_weights"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser) -> None:
@@ -39,33 +38,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE.json", help="output JSON (written atomically)")
     parser.add_argument("--plot", default=None, metavar="FILE.png", help="plot h(lam) with a 2-SE band and H(lam)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
-def budget_weights(lam):
-    """Trapezoid and Simpson weights on the grid ``lam`` (so that ``weights @ f`` integrates ``f``)."""
-    import numpy as np
-    from scipy.integrate import simpson
-
-    lam = np.asarray(lam, dtype=np.float64)
-    trap = np.empty_like(lam)
-    dl = np.diff(lam)
-    trap[0], trap[-1] = dl[0] / 2, dl[-1] / 2
-    trap[1:-1] = (dl[:-1] + dl[1:]) / 2
-    simp = simpson(np.eye(lam.size), x=lam, axis=1)
-    return trap, simp
-
-
-def _write_atomic_text(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _check_args(args) -> None:
@@ -94,6 +66,7 @@ def _discrete_monte_carlo(model, lam, args):
     import numpy as np
 
     from noisealloc.theory.empirical import information_samples
+    from noisealloc.theory.information import grid_quadrature_weights
 
     smp = information_samples(
         model.atoms, model.weights, lam, n_samples=args.samples, rng=args.seed, block_size=args.block_size,
@@ -101,7 +74,7 @@ def _discrete_monte_carlo(model, lam, args):
     )
     mmse, mmse_se = smp.mean_stderr(smp.mmse)
     H, H_se = smp.mean_stderr(smp.entropy)
-    trap, simp = budget_weights(lam)
+    trap, simp = grid_quadrature_weights(lam)
     half_snr = 0.5 * np.exp(lam)[:, None]
     h_samples = half_snr * smp.mmse
     # Left tail: for lam < lam_min, mmse(lam) lies in [mmse(lam_min), total variance]; the lower end is
@@ -124,9 +97,11 @@ def _discrete_monte_carlo(model, lam, args):
 def _discrete_model_method(model, lam, args):
     import numpy as np
 
+    from noisealloc.theory.information import grid_quadrature_weights
+
     res = model.information(lam, n_samples=args.samples, rng=args.seed)
     m, H = res["mmse"], res["conditional_entropy"]
-    trap, simp = budget_weights(lam)
+    trap, simp = grid_quadrature_weights(lam)
     h = 0.5 * np.exp(lam) * m.value
     tail = 0.5 * np.exp(lam[0]) * m.value[0]
     return {
@@ -245,23 +220,20 @@ def plot(doc: dict, path: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
     ax.legend(handles, labels, loc="center right", fontsize=8)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=directory)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        from noisealloc.commands._output import savefig_atomic
+
+        savefig_atomic(fig, path)
     finally:
         plt.close(fig)
 
 
 def run(args) -> int:
     doc = compute(args)
-    _write_atomic_text(args.out, json.dumps(doc, indent=1, allow_nan=False) + "\n")
+    from noisealloc.theory.schedule_io import atomic_write
+
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    atomic_write(args.out, lambda fh: fh.write(text.encode()))
     if args.plot:
         plot(doc, args.plot)
     b = doc["meta"].get("budget")

@@ -64,7 +64,6 @@ def _criterion_kwargs(prob, criterion, G=None):
 
 
 def run(args) -> int:
-    import json
     import time
 
     from noisealloc import __version__
@@ -72,7 +71,7 @@ def run(args) -> int:
     from noisealloc.solvers.problems import build_problem, gaussian_linear_sympy
     from noisealloc.theory.datasets import load_data
     from noisealloc.theory.errors import check_interval
-    from noisealloc.theory.schedule_io import atomic_write
+    from noisealloc.commands._output import write_json_atomic
 
     lo, hi = check_interval(args.lam_min, args.lam_max, "[--lam-min, --lam-max]")
     if args.levels < 3:
@@ -147,7 +146,7 @@ def run(args) -> int:
                  "build": prob.info, "version": __version__},
     }
     if args.out:
-        atomic_write(args.out, lambda fh: fh.write(json.dumps(out, indent=1).encode()))
+        write_json_atomic(args.out, out)
         print(f"wrote {args.out}")
     if args.plot:
         _plot(args, prob, lam, weights, support)
@@ -161,7 +160,7 @@ def _plot(args, prob, lam, weights, support):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from noisealloc.commands.schedule import _savefig
+    from noisealloc.commands._output import savefig_atomic
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
     if prob.entropy_rate is not None:
@@ -195,5 +194,5 @@ def _plot(args, prob, lam, weights, support):
     ax2.grid(alpha=0.3)
     fig.suptitle(f"noisealloc optimize: {args.data}", fontsize=10)
     fig.tight_layout()
-    _savefig(fig, args.plot)
+    savefig_atomic(fig, args.plot)
     plt.close(fig)

@@ -137,6 +137,7 @@ def _plot(path, profile, schedule, args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from noisealloc.commands._output import savefig_atomic
     from noisealloc.theory.coordinates import get_coordinate
 
     c = get_coordinate(args.coordinate)
@@ -168,19 +169,8 @@ def _plot(path, profile, schedule, args):
     fig.suptitle("noisealloc schedule: " + ", ".join(f"{k}={v}" for k, v in profile["source"].items()
                                                      if k in ("data", "losses")), fontsize=10)
     fig.tight_layout()
-    _savefig(fig, path)
+    savefig_atomic(fig, path)
     plt.close(fig)
-
-
-def _savefig(fig, path):
-    """Save a figure atomically (temporary file in the same folder, then rename)."""
-    from pathlib import Path
-
-    from noisealloc.theory.schedule_io import atomic_write
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".") or "png", dpi=120))
 
 
 def run(args) -> int:
