@@ -38,11 +38,10 @@ def test_i_mmse_and_limits():
     np.testing.assert_allclose(ext["mmse"].value[0], 1.3**2, rtol=1e-12)
     np.testing.assert_allclose(ext["mutual_information"].value[0], 0.5 * 1.3**2 * np.exp(-50.0), rtol=1e-9)
     np.testing.assert_allclose(c.entropy_rate(50.0).value, 0.5, rtol=1e-9)
-    # high SNR: I ~ 1/2 log(2 pi r^2 e^lam) - 1/2 (entropy of the angle's Laplace approximation).
-    # At lam = 50 (sigma ~ 1e-11) float64 resolves rho - r only to ~1e-5 sigma, a documented
-    # limit of the rho-variable quadrature: 1e-8 relative is what it can deliver there.
+    # high SNR: I ~ 1/2 log(2 pi r^2 e^lam) - 1/2 (entropy of the angle's Laplace approximation),
+    # with a relative error O(1 / (r^2 e^lam)) ~ e^-50, far below the tolerance.
     np.testing.assert_allclose(ext["mutual_information"].value[1], 0.5 * np.log(2 * np.pi * 1.69 * np.exp(50.0)) - 0.5,
-                               rtol=1e-8)
+                               rtol=QUAD_RTOL)
 
 
 def test_denoiser_and_cov_by_angle_quadrature():
