@@ -26,7 +26,9 @@ Families:
     reproduces :math:`m` exactly.  m = K.
 ``linear`` (Gaussian manifolds, well specified)
     :math:`\psi_i = \frac{s_i}{s_i + \sigma^2} u_i^\top (x - \mu)` along each principal direction
-    (the Bayes shrinkage with a free gain per direction, :math:`\theta^* = 1`).  m = k and, with
+    (the Bayes shrinkage with a free gain per direction, :math:`\theta^* = 1`).  The loss gradient in
+    :math:`\theta_i` is :math:`-2\psi_i r_i` with :math:`r_i = u_i^\top r`, so here
+    :math:`G_{ij} = 4 E[\psi_i\psi_j r_i r_j]`.  m = k and, with
     :math:`\mathrm{snr} = e^\lambda`, :math:`A_{ii} = 2 s_i^2\,\mathrm{snr}/(1 + s_i\,\mathrm{snr})`,
     :math:`G_{ii} = 4 s_i^3\,\mathrm{snr}/(1 + s_i\,\mathrm{snr})^2`: rational in snr, so the
     sensitivity certificate can be exact.
@@ -39,9 +41,10 @@ Families:
     a well-specified base family stays well specified): :math:`A_J = (B B^\top) \otimes A`,
     :math:`G_J = (B B^\top) \otimes G`.  ``J = 1`` is the base family.
 
-Expectations over :math:`x` for Dirac mixtures use Gauss--Hermite tensor rules on the atoms'
-affine span (dimension <= 2; noise orthogonal to the span does not move the posterior) and
-otherwise Monte Carlo with common random numbers across levels.
+Expectations over :math:`x` for Dirac mixtures are taken on the atoms' affine span (noise
+orthogonal to the span does not move the posterior): adaptive Gauss--Kronrod cut at the decision
+boundaries on a line, Gauss--Hermite tensor rules in the plane, Monte Carlo with common random
+numbers across levels otherwise.
 """
 
 from __future__ import annotations
@@ -163,6 +166,59 @@ def _dirac_moments(model, lam_value, nodes, gh_weights, r_dim, coords, basis_row
     return (w.T @ w) / n_mc, ((w * r2[:, None]).T @ w) / n_mc
 
 
+def _moments_1d_adaptive(coords, log_pi, pi, lam):
+    r"""E[w w^T] and E[w w^T |r|^2] at every level for atoms on a line, by adaptive Gauss--Kronrod.
+
+    .. math:: S = \int p(y)\, w w^\top dy, \qquad
+              T = \int \sum_k \pi_k \varphi_\sigma(y - \mu_k)\, (\mu_k - m(y))^2\, w w^\top dy,
+
+    with breakpoints at the atoms and at every decision boundary between two atoms,
+    graded down to the boundary-layer width :math:`\min(\sigma, \sigma^2/d_{\max})`: at high SNR
+    the integrands live in thin layers around the boundaries, where fixed Gauss--Hermite nodes
+    lose all relative accuracy (THEORY.md section 3.1).
+    """
+    from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
+
+    mu = coords[:, 0]
+    K = mu.size
+    sig2 = np.exp(-lam)
+    sigma = np.sqrt(sig2)
+    d_max = float(np.ptp(mu)) if K > 1 else 1.0
+    ia, ib = np.triu_indices(K, 1)
+    # boundary between a and b: y = (mu_a + mu_b)/2 + sigma^2 log(pi_a/pi_b) / (mu_b - mu_a)
+    cuts = 0.5 * (mu[ia] + mu[ib])[None, :] + sig2[:, None] * ((log_pi[ia] - log_pi[ib]) / (mu[ib] - mu[ia]))[None, :]
+    cuts = np.concatenate([cuts, np.broadcast_to(mu, (lam.size, K))], axis=1)
+    lo = mu.min() - 14.0 * sigma
+    hi = mu.max() + 14.0 * sigma
+    a, b, pid = graded_breakpoints(cuts, lo, hi, np.minimum(sigma, sig2 / max(d_max, 1e-300)))
+    iu = np.triu_indices(K)
+
+    def f(y, p):
+        s2 = sig2[p][:, None]
+        logphi = -((y[:, None] - mu[None, :]) ** 2) / (2 * s2) - 0.5 * np.log(2 * np.pi * s2)
+        joint = log_pi[None, :] + logphi  # log pi_k phi(y - mu_k)
+        top = joint.max(axis=1, keepdims=True)
+        e = np.exp(joint - top)
+        w = e / e.sum(axis=1, keepdims=True)
+        dens = np.exp(top[:, 0]) * e.sum(axis=1)  # p(y)
+        m = w @ mu
+        rk = (mu[None, :] - m[:, None]) ** 2  # (mu_k - m)^2
+        tw = np.exp(top[:, 0]) * np.sum(e * rk, axis=1)  # sum_k pi_k phi_k (mu_k - m)^2
+        ww = w[:, iu[0]] * w[:, iu[1]]
+        return np.vstack([(dens[:, None] * ww).T, (tw[:, None] * ww).T])
+
+    n_out = 2 * iu[0].size
+    res = adaptive_gauss_kronrod(f, a, b, pid, lam.size, n_out=n_out, rtol=1e-10, atol=1e-300, warn=False)
+    S = np.zeros((lam.size, K, K))
+    T = np.zeros((lam.size, K, K))
+    half = iu[0].size
+    S[:, iu[0], iu[1]] = res.value[:half].T
+    T[:, iu[0], iu[1]] = res.value[half:].T
+    S = S + np.triu(S, 1).transpose(0, 2, 1)
+    T = T + np.triu(T, 1).transpose(0, 2, 1)
+    return S, T, bool(np.all(res.success))
+
+
 def posterior_weight_problem(model, lam, *, omega: Callable = _elbo, n_nodes: int = 64, n_mc: int = 20000,
                              rng=0, data: str = "") -> AllocationProblem:
     r"""Posterior-weight features :math:`\psi_k = w_k(x,\lambda)` of a Dirac mixture (well specified).
@@ -175,16 +231,25 @@ def posterior_weight_problem(model, lam, *, omega: Callable = _elbo, n_nodes: in
     omega : callable
         Evaluation weight per unit log-SNR (default ELBO :math:`\tfrac12 e^\lambda`).
     n_nodes : int
-        Gauss--Hermite nodes per span dimension (span dimension <= 2).
+        Gauss--Hermite nodes per span dimension (span dimension 2).
     n_mc : int
         Monte-Carlo samples (common random numbers across levels) when the span is larger.
+
+    Notes
+    -----
+    Span dimension 1: adaptive Gauss--Kronrod cut at the decision boundaries (relative 1e-10);
+    2: Gauss--Hermite tensor rule per atom (accurate at moderate SNR only: the boundary layers
+    are not resolved at high SNR); larger: Monte Carlo.
     """
     lam = _grid(lam)
     atoms = np.asarray(model.atoms, dtype=np.float64)
     center, basis = _span(atoms)
     coords = (atoms - center) @ basis.T if basis.shape[0] else np.zeros((atoms.shape[0], 1))
     r_dim = coords.shape[1]
-    if r_dim <= 2:
+    nodes = gw = gen_state = None
+    if r_dim == 1 and model.n_atoms <= 64:
+        method = "adaptive Gauss-Kronrod on the span, cut at the decision boundaries (rtol 1e-10)"
+    elif r_dim <= 2:
         x, wts = np.polynomial.hermite_e.hermegauss(int(n_nodes))
         wts = wts / wts.sum()
         if r_dim == 1:
@@ -193,21 +258,28 @@ def posterior_weight_problem(model, lam, *, omega: Callable = _elbo, n_nodes: in
             X1, X2 = np.meshgrid(x, x, indexing="ij")
             nodes = np.column_stack([X1.ravel(), X2.ravel()])
             gw = np.outer(wts, wts).ravel()
-        method, gen_state = f"gauss-hermite ({int(n_nodes)}^{r_dim} nodes per atom on the span)", None
+        method = f"gauss-hermite ({int(n_nodes)}^{r_dim} nodes per atom on the span)"
     else:
         gen = as_generator(rng)
         k_idx = gen.choice(model.n_atoms, size=int(n_mc), p=model.weights)
         gen_state = (k_idx, gen.standard_normal((int(n_mc), r_dim)))
-        nodes, gw = None, None
         method = f"monte-carlo ({int(n_mc)} common random numbers)"
 
     def moments(l):
+        if nodes is None and gen_state is None:
+            S1, T1, _ = _moments_1d_adaptive(coords, model.log_weights, model.weights, np.array([float(l)]))
+            return S1[0], T1[0]
         return _dirac_moments(model, float(l), nodes, gw, r_dim, coords, basis, int(n_mc), gen_state)
 
-    S = np.empty((lam.size, model.n_atoms, model.n_atoms))
-    T = np.empty_like(S)
-    for i, l in enumerate(lam):
-        S[i], T[i] = moments(l)
+    if nodes is None and gen_state is None:
+        S, T, ok = _moments_1d_adaptive(coords, model.log_weights, model.weights, lam)
+        if not ok:
+            method += " (did not reach rtol at some level)"
+    else:
+        S = np.empty((lam.size, model.n_atoms, model.n_atoms))
+        T = np.empty_like(S)
+        for i, l in enumerate(lam):
+            S[i], T[i] = moments(l)
     A = 2.0 * S
     G = 4.0 * T
     A = 0.5 * (A + A.transpose(0, 2, 1))

@@ -45,8 +45,10 @@ def _assert_within_se(est, samples, nsig=4.0):
     assert np.all(dev <= nsig * se + 1e-12), f"max deviation {np.max(dev / (se + 1e-300)):.2f} standard errors"
 
 
-@pytest.mark.parametrize("lam", [-3.0, 0.0, 2.5])
+@pytest.mark.parametrize("lam", [-3.0, 0.0])
 def test_posterior_weight_matrices_match_simulation(lam):
+    # Moderate SNR only: at high SNR the G entries are made of rare boundary crossings, where the
+    # sample standard error itself is unreliable (see the dense-grid test below).
     model = _dirac()
     prob = posterior_weight_problem(model, np.array([lam - 1, lam, lam + 1]))
     a, g = _simulate(model, lam, lambda x, l: np.exp(model.log_posterior_weights(x, l)), 200_000,
@@ -55,14 +57,38 @@ def test_posterior_weight_matrices_match_simulation(lam):
     _assert_within_se(prob.G[1], g)
 
 
+@pytest.mark.parametrize("lam", [-3.0, 2.5, 6.0])
+def test_posterior_weight_matrices_match_a_dense_grid(lam):
+    """Independent deterministic route: trapezoid on 2e6 points over the whole line (written out here)."""
+    model = _dirac()
+    prob = posterior_weight_problem(model, np.array([lam - 1, lam, lam + 1]))
+    mu, pi, s = model.atoms[:, 0], model.weights, np.exp(-lam / 2)
+    y = np.linspace(mu.min() - 15 * s, mu.max() + 15 * s, 2_000_001)
+    lw = np.log(pi)[None, :] - (y[:, None] - mu[None, :]) ** 2 / (2 * s * s)
+    w = np.exp(lw - lw.max(1, keepdims=True))
+    w /= w.sum(1, keepdims=True)
+    phi = pi[None, :] * np.exp(-((y[:, None] - mu[None, :]) ** 2) / (2 * s * s)) / np.sqrt(2 * np.pi * s * s)
+    r2 = (phi * (mu[None, :] - (w @ mu)[:, None]) ** 2).sum(1)
+    dy = y[1] - y[0]
+    A_ref = 2 * np.einsum("y,yi,yj->ij", phi.sum(1), w, w) * dy
+    G_ref = 4 * np.einsum("y,yi,yj->ij", r2, w, w) * dy
+    np.testing.assert_allclose(prob.A[1], A_ref, rtol=0, atol=1e-9 * np.abs(A_ref).max())
+    np.testing.assert_allclose(prob.G[1], G_ref, rtol=0, atol=1e-9 * np.abs(G_ref).max())
+
+
 @pytest.mark.parametrize("lam", [-2.0, 1.0, 4.0])
 def test_gaussian_linear_closed_form_matches_simulation(lam):
+    # One gain per principal direction: the gradient of the loss in theta_i is -2 psi_i r_i with r_i the
+    # residual along u_i, so G_ij = 4 E[psi_i psi_j r_i r_j] (not |r|^2 as for the per-coordinate families).
     model = _gaussian()
     prob = gaussian_linear_problem(model, np.array([lam - 1, lam, lam + 1]))
     s, U, mu = model.variances, model.basis, model.mean
     sig2 = np.exp(-lam)
-    feats = lambda x, l: ((x - mu) @ U) * (s / (s + sig2))
-    a, g = _simulate(model, lam, feats, 200_000, np.random.default_rng(2))
+    x0, x = model.sample_x(lam, 200_000, rng=np.random.default_rng(2))
+    psi = ((x - mu) @ U) * (s / (s + sig2))
+    r = (x0 - model.denoiser(x, lam)) @ U
+    a = 2 * psi[:, :, None] * psi[:, None, :]
+    g = 4 * (psi * r)[:, :, None] * (psi * r)[:, None, :]
     _assert_within_se(prob.A[1], a)
     _assert_within_se(prob.G[1], g)
 
