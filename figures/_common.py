@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 import time
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory.schedule_io import atomic_write
+from noisealloc.verify._json import to_jsonable  # one JSON convention for figures and sweeps
 
 __all__ = [
     "LAM_LABEL",
@@ -41,30 +41,6 @@ __all__ = [
 
 #: Axis label of the canonical coordinate (every figure uses it).
 LAM_LABEL = r"log-SNR $\lambda = \log(\alpha^2/\sigma^2)$ (nats)"
-
-
-def to_jsonable(obj):
-    """Convert numpy scalars/arrays, tuples and non-finite floats into JSON-safe Python objects.
-
-    Non-finite floats become the strings ``"inf"``, ``"-inf"``, ``"nan"`` (JSON has no literal for
-    them, and ``allow_nan`` output is not valid JSON).
-    """
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.bool_, bool)):
-        return bool(obj)
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        x = float(obj)
-        if math.isfinite(x):
-            return x
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return obj
 
 
 def from_json_float(x) -> float:

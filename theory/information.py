@@ -26,6 +26,7 @@ from noisealloc.theory.tolerances import FD_REL_STEP
 
 __all__ = [
     "grid_quadrature_weights",
+    "model_entropy_rate",
     "entropy_rate_from_mmse",
     "rate_jacobian",
     "half_snr_times",
@@ -51,6 +52,22 @@ def grid_quadrature_weights(lam):
     trap[1:-1] = (dl[:-1] + dl[1:]) / 2
     simp = simpson(np.eye(lam.size), x=lam, axis=1)
     return trap, simp
+
+
+def model_entropy_rate(model, lam, *, coordinate="lambda", n_samples=None, rng=None) -> Estimate:
+    r"""``model.entropy_rate(lam, coordinate)``, passing the Monte-Carlo options only to models that take them.
+
+    Deterministic models (closed forms, quadrature) have no ``n_samples``/``rng``; sampling
+    models get them, so that a caller can bound the cost and fix the seed without knowing
+    which kind of model it holds.
+    """
+    import inspect
+
+    params = inspect.signature(model.entropy_rate).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    opts = {k: v for k, v in (("n_samples", n_samples), ("rng", rng))
+            if v is not None and (takes_any or k in params)}
+    return model.entropy_rate(lam, coordinate, **opts)
 
 
 def half_snr_times(lam, values) -> np.ndarray:

@@ -218,7 +218,7 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
 
     Runs on a Dask worker: everything it needs is in its arguments.
     """
-    from noisealloc.figures._common import to_jsonable  # noqa: F401  (same JSON conventions as the figures)
+    from noisealloc.verify._json import to_jsonable
 
     out = Path(out_dir)
     path = out / "cells" / f"{key}.json"

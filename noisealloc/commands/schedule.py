@@ -52,20 +52,11 @@ def _profile_from_data(args):
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
     model = load_data(args.from_data)
     lam = np.linspace(lo, hi, args.levels)
-    est = model.entropy_rate(lam, **_mc_options(model.entropy_rate, args.samples, args.seed))
+    from noisealloc.theory.information import model_entropy_rate
+
+    est = model_entropy_rate(model, lam, n_samples=args.samples, rng=args.seed)
     return {"lam": lam, "h": np.asarray(est.value), "h_stderr": np.asarray(est.stderr), "method": est.method,
             "source": {"data": args.from_data}}
-
-
-def _mc_options(method, n_samples: int, seed: int) -> dict:
-    """The Monte-Carlo options that ``method`` accepts (deterministic models take none)."""
-    import inspect
-
-    params = inspect.signature(method).parameters
-    opts = {"n_samples": n_samples, "rng": seed}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return opts
-    return {k: v for k, v in opts.items() if k in params}
 
 
 def _profile_from_losses(args):
