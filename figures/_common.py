@@ -29,6 +29,7 @@ from noisealloc.verify._json import to_jsonable  # one JSON convention for figur
 
 __all__ = [
     "LAM_LABEL",
+    "run_figure",
     "to_jsonable",
     "write_json",
     "write_png",
@@ -173,3 +174,17 @@ def check_run_args(out_dir, seed) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def run_figure(name: str, compute, plot, out_dir, *, seed: int, options: dict, compute_kwargs: dict) -> dict:
+    """The body every figure's ``run`` shares: compute, write ``NAME.json`` and ``NAME.png``, then the run config.
+
+    Returns the paths of the PNG, the numbers and the config, and the seconds it took.
+    """
+    out = check_run_args(out_dir, seed)
+    with Timer() as t:
+        doc = compute(**compute_kwargs)
+        numbers = write_json(out / f"{name}.json", doc)
+        plot(to_jsonable(doc), out / f"{name}.png")
+    config = write_config(out, name, options, seed=seed, elapsed=t.seconds)
+    return {"png": out / f"{name}.png", "numbers": numbers, "config": config, "seconds": t.seconds}

@@ -127,13 +127,9 @@ def plot(doc: dict, path) -> None:
 
 def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
     """Compute, write ``fig4_rmt.{json,png,config.json}``; return their paths."""
-    out = C.check_run_args(out_dir, seed)
-    with C.Timer() as t:
-        doc = compute(quick=quick, seed=seed, progress=progress)
-        numbers = C.write_json(out / f"{NAME}.json", doc)
-        plot(C.to_jsonable(doc), out / f"{NAME}.png")
-    config = C.write_config(out, NAME, {"quick": quick}, seed=seed, elapsed=t.seconds)
-    return {"png": out / f"{NAME}.png", "numbers": numbers, "config": config, "seconds": t.seconds}
+    return C.run_figure(NAME, compute, plot, out_dir, seed=seed,
+                        options={"quick": quick},
+                        compute_kwargs={"quick": quick, "seed": seed, "progress": progress})
 
 
 def main(argv=None) -> int:
