@@ -66,6 +66,8 @@ from functools import cached_property
 import numpy as np
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
+from noisealloc.theory._observation import sample_observation
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 
@@ -85,10 +87,6 @@ _TINY = 1e-300
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
 
 
-def _as_lam(lam) -> np.ndarray:
-    lam = as_float_array(lam, "lam")
-    check_finite(lam, "lam")
-    return lam
 
 
 def _posterior_kernel(y, sig2, mu, log_pi, *, want_mean=False):
@@ -253,10 +251,7 @@ class DiracMixture:
 
     def sample_x(self, lam, n: int, *, rng=None):
         r"""Draw ``(x0, x)`` with :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``; shapes (n, D)."""
-        lam = _scalar_lam(lam)
-        gen = as_generator(rng)
-        x0 = self.sample_x0(n, rng=gen)
-        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+        return sample_observation(self, lam, n, rng)
 
     # ------------------------------------------------------------------ posterior
     def _posterior(self, x, lam, want_mean=True):
@@ -516,16 +511,5 @@ def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
     return res.value, res.abs_error, info
 
 
-def _check_n(n, name="n") -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer; got {n!r}")
-    if n < 1:
-        raise ValueError(f"{name} must be >= 1; got {n}")
-    return int(n)
 
 
-def _scalar_lam(lam) -> float:
-    arr = _as_lam(lam)
-    if arr.ndim != 0:
-        raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
-    return float(arr)

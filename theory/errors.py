@@ -21,6 +21,9 @@ __all__ = [
     "check_positive",
     "check_nonnegative",
     "as_generator",
+    "check_count",
+    "as_lam",
+    "scalar_lam",
 ]
 
 
@@ -130,3 +133,27 @@ def as_generator(rng=None) -> np.random.Generator:
             raise ValueError(f"rng seed must be a non-negative integer; got {rng}")
         return np.random.default_rng(rng)
     raise TypeError(f"rng must be a numpy.random.Generator, an int seed or None; got {type(rng).__name__}")
+
+
+def check_count(n, name: str = "n") -> int:
+    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` below 1)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"{name} must be a positive integer; got {n!r}")
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1; got {n}")
+    return int(n)
+
+
+def as_lam(lam) -> np.ndarray:
+    """Log-SNR levels as a finite float64 array of any shape."""
+    lam = as_float_array(lam, "lam")
+    check_finite(lam, "lam")
+    return lam
+
+
+def scalar_lam(lam) -> float:
+    """One finite log-SNR level (``ValueError`` for arrays)."""
+    arr = as_lam(lam)
+    if arr.ndim != 0:
+        raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
+    return float(arr)

@@ -30,6 +30,8 @@ import numpy as np
 from scipy.special import expit
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory._observation import sample_observation
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
 
@@ -41,10 +43,6 @@ __all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
 ORTHONORMAL_ATOL = 1e-10
 
 
-def _lam(lam):
-    lam = as_float_array(lam, "lam")
-    check_finite(lam, "lam")
-    return lam
 
 
 class GaussianManifold:
@@ -121,10 +119,7 @@ class GaussianManifold:
 
     def sample_x(self, lam, n: int, *, rng=None):
         r"""Draw ``(x0, x)``, :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``."""
-        lam = _scalar(lam)
-        gen = as_generator(rng)
-        x0 = self.sample_x0(n, rng=gen)
-        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+        return sample_observation(self, lam, n, rng)
 
     # ---------------------------------------------------------------- posterior
     def _xl(self, x, lam):
@@ -259,10 +254,7 @@ class GaussianManifoldMixture:
 
     def sample_x(self, lam, n: int, *, rng=None):
         r"""Draw ``(x0, x)`` with :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``."""
-        lam = _scalar(lam)
-        gen = as_generator(rng)
-        x0 = self.sample_x0(n, rng=gen)
-        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+        return sample_observation(self, lam, n, rng)
 
     def _check_x(self, x, lam):
         return self.components[0]._xl(x, lam)
@@ -359,16 +351,5 @@ class GaussianManifoldMixture:
         return entropy_rate_from_mmse(lam, self.mmse(lam, n_samples=n_samples, rng=rng), coordinate)
 
 
-def _check_n(n, name="n") -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer; got {n!r}")
-    if n < 1:
-        raise ValueError(f"{name} must be >= 1; got {n}")
-    return int(n)
 
 
-def _scalar(lam) -> float:
-    arr = _lam(lam)
-    if arr.ndim != 0:
-        raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
-    return float(arr)

@@ -42,6 +42,8 @@ import numpy as np
 from scipy.special import ive
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory._observation import sample_observation
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.information import entropy_rate_from_mmse
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
@@ -204,10 +206,7 @@ class Circle:
 
     def sample_x(self, lam, n: int, *, rng=None):
         r"""Draw ``(x0, x)``, :math:`x = x_0 + e^{-\lambda/2}\varepsilon`; scalar ``lam``."""
-        lam = _scalar(lam)
-        gen = as_generator(rng)
-        x0 = self.sample_x0(n, rng=gen)
-        return x0, x0 + math.exp(-0.5 * lam) * gen.standard_normal(x0.shape)
+        return sample_observation(self, lam, n, rng)
 
     # -------------------------------------------------------------- posterior
     def _polar(self, x, lam):
@@ -314,22 +313,7 @@ class Circle:
         return entropy_rate_from_mmse(lam, self.mmse(lam), coordinate)
 
 
-def _lam(lam):
-    lam = as_float_array(lam, "lam")
-    check_finite(lam, "lam")
-    return lam
 
 
-def _scalar(lam) -> float:
-    arr = _lam(lam)
-    if arr.ndim != 0:
-        raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
-    return float(arr)
 
 
-def _check_n(n, name="n") -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{name} must be a positive integer; got {n!r}")
-    if n < 1:
-        raise ValueError(f"{name} must be >= 1; got {n}")
-    return int(n)
