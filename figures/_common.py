@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 #: Axis label of the canonical coordinate (every figure uses it).
-LAM_LABEL = r"log-SNR $\lambda = \log(\alpha^2/\sigma^2)$ (nats)"
+LAM_LABEL = r"log-SNR $\lambda = \log(\alpha^2/\sigma^2)$"
 
 
 def from_json_float(x) -> float:

@@ -128,8 +128,9 @@ def plot(doc: dict, path) -> None:
             x = np.asarray(r["support_lam"], float) + off
             y = np.asarray(r["support_weights"], float)
             ml, sl, bl = ax.stem(x, y, linefmt=color + "-", markerfmt=color + "o", basefmt="none")
+            what = "relative duality gap" if r["kind"] == "duality-gap" else "relative KKT residual"
             ml.set_label(f"{'L-optimal' if key == 'L' else 'sandwich V-optimal'}: {r['n_atoms']} atoms "
-                         f"(bound {r['atom_bound']}), {r['kind']} gap {float(r['rel_gap']):.1e}")
+                         f"(bound {r['atom_bound']}), {what} {float(r['rel_gap']):.1e}")
         if row.get("p_sqrt_entropic") is not None:
             p = np.asarray(row["p_sqrt_entropic"], float)
             ax2 = ax.twinx()
