@@ -67,7 +67,7 @@ import numpy as np
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
 from noisealloc.theory._observation import sample_observation
-from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 
@@ -255,16 +255,8 @@ class DiracMixture:
 
     # ------------------------------------------------------------------ posterior
     def _posterior(self, x, lam, want_mean=True):
-        x = as_float_array(x, "x")
-        if x.ndim == 1 and self.dim == 1:
-            x = x[:, None]
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (n, {self.dim}); got {x.shape}")
-        check_finite(x, "x")
-        lam = _as_lam(lam)
-        if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != x.shape[0]):
-            raise ValueError(f"lam must be a scalar or have shape ({x.shape[0]},); got {lam.shape}")
-        sig2 = np.broadcast_to(np.exp(-lam), (x.shape[0],)).astype(np.float64)
+        x, lam = points_and_levels(x, self.dim, lam, allow_1d=True)
+        sig2 = np.exp(-lam)
         _, _, coords = self._span
         if coords.shape[1] == 0:
             n = x.shape[0]

@@ -24,6 +24,7 @@ __all__ = [
     "check_count",
     "as_lam",
     "scalar_lam",
+    "points_and_levels",
 ]
 
 
@@ -157,3 +158,20 @@ def scalar_lam(lam) -> float:
     if arr.ndim != 0:
         raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
     return float(arr)
+
+
+def points_and_levels(x, dim: int, lam, *, allow_1d: bool = False):
+    """Observations ``x`` of shape (n, dim) and levels ``lam`` (scalar or (n,)) broadcast to (n,).
+
+    With ``allow_1d`` and ``dim == 1``, a 1-D ``x`` is read as n points on the line.
+    """
+    x = as_float_array(x, "x")
+    if allow_1d and x.ndim == 1 and dim == 1:
+        x = x[:, None]
+    if x.ndim != 2 or x.shape[1] != dim:
+        raise ValueError(f"x must have shape (n, {dim}); got {x.shape}")
+    check_finite(x, "x")
+    lam = as_lam(lam)
+    if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != x.shape[0]):
+        raise ValueError(f"lam must be a scalar or have shape ({x.shape[0]},); got {lam.shape}")
+    return x, np.broadcast_to(lam, (x.shape[0],))

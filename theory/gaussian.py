@@ -31,7 +31,7 @@ from scipy.special import expit
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory._observation import sample_observation
-from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
 
@@ -123,14 +123,7 @@ class GaussianManifold:
 
     # ---------------------------------------------------------------- posterior
     def _xl(self, x, lam):
-        x = as_float_array(x, "x")
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (n, {self.dim}); got {x.shape}")
-        check_finite(x, "x")
-        lam = _lam(lam)
-        if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != x.shape[0]):
-            raise ValueError(f"lam must be a scalar or have shape ({x.shape[0]},); got {lam.shape}")
-        return x, np.broadcast_to(lam, (x.shape[0],))
+        return points_and_levels(x, self.dim, lam)
 
     def shrinkage(self, lam) -> np.ndarray:
         r"""Per-direction gain :math:`g_i = e^\lambda s_i / (1 + e^\lambda s_i)`, shape ``lam.shape + (k,)``."""

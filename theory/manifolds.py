@@ -43,7 +43,7 @@ from scipy.special import ive
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory._observation import sample_observation
-from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam
+from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.information import entropy_rate_from_mmse
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
@@ -210,13 +210,7 @@ class Circle:
 
     # -------------------------------------------------------------- posterior
     def _polar(self, x, lam):
-        x = as_float_array(x, "x")
-        if x.ndim != 2 or x.shape[1] != self.dim:
-            raise ValueError(f"x must have shape (n, {self.dim}); got {x.shape}")
-        check_finite(x, "x")
-        lam = _lam(lam)
-        if lam.ndim > 1 or (lam.ndim == 1 and lam.shape[0] != x.shape[0]):
-            raise ValueError(f"lam must be a scalar or have shape ({x.shape[0]},); got {lam.shape}")
+        x, lam = points_and_levels(x, self.dim, lam)
         y = (x - self.center) @ self.frame
         rho = np.hypot(y[:, 0], y[:, 1])
         kappa = self.radius * rho * np.exp(np.broadcast_to(lam, rho.shape))
