@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import example, given, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from scipy import integrate
 from scipy.special import logsumexp
 
@@ -197,6 +197,49 @@ def test_posterior_weights_blocked_matches_dense(seed, K, D, block, lam):
     assert_close_rel(den, ww @ mu, EMPIRICAL_DENSE_RTOL, msg="denoiser")
     assert_close_rel(H, -(ww * log_w).sum(1), EMPIRICAL_DENSE_RTOL, msg="entropy")
     assert_close_rel(logz, lse, EMPIRICAL_DENSE_RTOL, msg="log normaliser")
+
+
+def longdouble_posterior(mu, w, x, lam):
+    """Direct posterior weights and mean in x87 extended precision (64-bit significand, 2^11 x float64)."""
+    mu, x = mu.astype(np.longdouble), x.astype(np.longdouble)
+    d2 = ((x[:, None, :] - mu[None, :, :]) ** 2).sum(-1)
+    logits = np.log(np.asarray(w, np.longdouble))[None, :] - d2 * np.exp(np.longdouble(lam)) / 2
+    logits -= logits.max(axis=1, keepdims=True)
+    e = np.exp(logits)
+    ww = e / e.sum(axis=1, keepdims=True)
+    return ww.astype(np.float64), (ww @ mu).astype(np.float64)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= EPS / 16, reason="long double is not extended precision here")
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), D=st.sampled_from([64, 256, 784]), lam=st.floats(-10.0, 30.0),
+       offset=st.floats(0.0, 50.0))
+def test_posterior_weights_blocked_accuracy_contract(seed, D, lam, offset):
+    """Every logit is as accurate as the better of the GEMM expansion and the direct sum (within 4x), so the
+    posterior mean is within 2 E (atom spread) of an extended-precision reference, where
+    E = (e^lam / 2) (D + 2) eps min(||x||^2 + ||mu||^2, 4 ||x - mu||^2) bounds the logit error of
+    the live atoms (centred coordinates; the direct sum's bound uses ||x - mu||^2)."""
+    rng = np.random.default_rng(seed)
+    K = 40
+    mu = offset + rng.standard_normal((K, D)) * rng.uniform(0.1, 1.0)
+    # Near twins at the noise scale: at high SNR the posterior is split between twins, so the
+    # mean depends on small logit differences (the case the direct recomputation exists for).
+    mu[K // 2:] = mu[:K // 2] + np.exp(-lam / 2) * rng.standard_normal((K // 2, D)) / np.sqrt(D)
+    w = rng.uniform(0.5, 1.0, K)
+    x = mu[rng.integers(0, K, 6)] + np.exp(-lam / 2) * rng.standard_normal((6, D))
+    den, _, _ = posterior_weights_blocked(mu, np.log(w), x, lam)
+    ww, ref = longdouble_posterior(mu, w, x, lam)
+    c = mu.mean(0)
+    nx = ((x - c) ** 2).sum(1)[:, None]
+    nm = ((mu - c) ** 2).sum(1)[None, :]
+    d2 = ((x[:, None, :] - mu[None, :, :]) ** 2).sum(-1)
+    a = np.exp(lam) / 2
+    live = ww > 1e-30  # atoms whose logit errors can move the mean by more than 1e-30 x spread
+    e_logit = a * (D + 2) * EPS * np.where(live, np.minimum(nx + nm, 4 * d2), 0.0).max(axis=1)
+    spread = np.abs(mu - c).max() * 2
+    tol = 2 * e_logit * spread + 64 * EPS * (np.abs(c).max() + spread)
+    err = np.abs(den - ref).max(axis=1)
+    assert np.all(err <= tol), (err, tol)
 
 
 def test_posterior_weights_blocked_high_snr_refinement():

