@@ -124,12 +124,18 @@ def plot(doc: dict, path) -> None:
         if not any(bool(r["discrete"]) == disc for r in doc["rows"]):
             ax_h.text(0.5, 0.5, "no model of this kind available\n(listed as skipped in the numbers file)",
                       ha="center", va="center", transform=ax_h.transAxes)
+        drawn = []  # (spec, density) already on the density panel, to flag curves that coincide
         for row in doc["rows"]:
             if bool(row["discrete"]) != disc:
                 continue
             h = np.asarray(row["h"], dtype=float)
-            line, = ax_h.semilogy(lam, np.maximum(h, 1e-12), label=row["spec"])
-            ax_p.plot(lam, np.asarray(row["p_sqrt"], dtype=float), color=line.get_color(), label=row["spec"])
+            p = np.asarray(row["p_sqrt"], dtype=float)
+            line, = ax_h.semilogy(lam, np.maximum(h, 1e-12))
+            twin = next((spec for spec, q in drawn if np.max(np.abs(p - q)) <= 1e-3 * np.max(np.abs(q))), None)
+            label = row["spec"] if twin is None else f"{row['spec']} (same density as {twin.split(',seed')[0]})"
+            # A coinciding density is dashed on top of its twin, so neither hides the other.
+            ax_p.plot(lam, p, color=line.get_color(), ls="-" if twin is None else (0, (4, 3)), label=label)
+            drawn.append((row["spec"], p))
         ax_p.plot(lam, doc["overlays"]["edm_lognormal"], "k--", lw=1.2, label=r"EDM log-normal ($\sigma_{data}=0.5$)")
         ax_p.plot(lam, doc["overlays"]["cosine"], "k:", lw=1.4, label=r"cosine ($\sigma_{data}=0.5$)")
         ax_h.set_ylim(1e-6, None)
@@ -138,12 +144,12 @@ def plot(doc: dict, path) -> None:
         ax_p.set_title(r"square-root entropic density $p(\lambda)\propto\sqrt{h(\lambda)}$")
         ax_p.set_ylabel(r"density per unit $\lambda$")
         ax_p.set_xlabel(C.LAM_LABEL)
-        if ax_h.get_legend_handles_labels()[0]:
-            ax_h.legend(loc="lower right" if disc else "upper left", ncol=1)
-        ax_p.legend(loc="upper left")
+        # One legend per column, below it and outside the data: both panels of a column share colours.
+        ax_p.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    title = "Figure 1: generative entropy rate and the square-root entropic schedule"
     if doc["skipped"]:
-        fig.text(0.01, 0.005, "skipped: " + ", ".join(s["spec"] for s in doc["skipped"]), fontsize=8)
-    fig.suptitle("Figure 1: generative entropy rate and the square-root entropic schedule", fontsize=12)
+        title += "\n(skipped: " + ", ".join(s["spec"] for s in doc["skipped"]) + ")"
+    fig.suptitle(title, fontsize=12)
     fig.tight_layout()
     C.write_png(fig, path)
     plt.close(fig)
