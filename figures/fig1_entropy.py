@@ -91,7 +91,9 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     if mnist_dir:
         specs.insert(len(DISCRETE_SPECS) + len(IMAGE_SPECS), f"mnist:{mnist_dir}")
     rows, skipped = [], []
-    for spec in specs:
+    for i, spec in enumerate(specs):
+        if progress is not None:
+            progress(f"{i + 1}/{len(specs)} {spec}")
         try:
             model = load_data(spec)
         except ValueError as exc:  # a model class not available in this installation
@@ -102,8 +104,6 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
         if spec.startswith("mnist"):
             row["spec"] = "mnist"  # the path is machine-specific; keep the numbers file portable
         rows.append(row)
-        if progress is not None:
-            progress(spec)
     edm = edm_lognormal(lam_min=s["lam_min"], lam_max=s["lam_max"])
     cos = cosine(lam_min=s["lam_min"], lam_max=s["lam_max"])
     return {"figure": NAME, "lam": lam, "rows": rows, "skipped": skipped,

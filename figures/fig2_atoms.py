@@ -102,15 +102,16 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     s = _sizes(quick)
     lam = np.linspace(s["lam_min"], s["lam_max"], s["levels"])
     rows, skipped = [], []
-    for case in _cases(quick):
+    cases = _cases(quick)
+    for i, case in enumerate(cases):
+        if progress is not None:
+            progress(f"{i + 1}/{len(cases)} {case['data']} {case['family']}")
         try:
             model = load_data(case["data"])
         except ValueError as exc:
             skipped.append({"data": case["data"], "family": case["family"], "reason": str(exc)})
             continue
         rows.append(solve_case(model, case, lam, seed=seed))
-        if progress is not None:
-            progress(case["data"])
     return {"figure": NAME, "lam": lam, "rows": rows, "skipped": skipped, "seed": seed, "quick": quick,
             "sizes": s, "evaluation_weight": "ELBO omega = exp(lam)/2"}
 

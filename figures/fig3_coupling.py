@@ -60,15 +60,15 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
 
     sz = _sizes(quick)
     cases, skipped = [], []
-    for case in CASES:
+    for i, case in enumerate(CASES):
+        if progress is not None:
+            progress(f"{i + 1}/{len(CASES)} {case['data']}")
         try:
             model = load_data(case["data"])
         except ValueError as exc:
             skipped.append({"data": case["data"], "reason": str(exc)})
             continue
         cases.append(sweep_case(model, case, sz, seed))
-        if progress is not None:
-            progress(case["data"])
     return {"figure": NAME, "cases": cases, "skipped": skipped, "sizes": sz, "seed": seed, "quick": quick}
 
 

@@ -31,7 +31,7 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
                        "headline_value": rep.measured.get(rep.headline), "tolerance": rep.tolerance,
                        "message": rep.message, "data": rep.data, "measured": rep.measured}
         if progress is not None:
-            progress(key)
+            progress(f"{key} done")
     return {"figure": NAME, "checks": checks, "seed": seed, "quick": quick}
 
 

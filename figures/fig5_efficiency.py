@@ -143,15 +143,16 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
 
     sz = _sizes(quick)
     rows, skipped = [], []
-    for spec in _specs(C.resolve_mnist(mnist)):
+    specs = _specs(C.resolve_mnist(mnist))
+    for i, spec in enumerate(specs):
+        if progress is not None:
+            progress(f"{i + 1}/{len(specs)} {spec}")
         try:
             model = load_data(spec)
         except ValueError as exc:
             skipped.append({"spec": spec, "reason": str(exc)})
             continue
         rows.append(evaluate_dataset(spec, model, sz, seed))
-        if progress is not None:
-            progress(spec)
     names = list(rows[0]["table"]) if rows else []
     return {"figure": NAME, "rows": rows, "schedules": names, "skipped": skipped, "seed": seed, "quick": quick,
             "sizes": sz,

@@ -78,12 +78,18 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     sz = _sizes(quick)
     seeds = [seed * 1000 + j for j in range(sz["seeds"])]
     rows = []
-    for name, discrete, model in datasets(mnist):
+    data = datasets(mnist)
+    for i, (name, discrete, model) in enumerate(data):
+        stage = f"{i + 1}/{len(data)} {name}"
+        if progress is not None:
+            progress(f"{stage}: entropy rate and held-out set")
         scheds, s, shift = _schedules(model, sz, seed)
         ev = make_eval_set(model, LAM_MIN, LAM_MAX, levels=sz["eval_levels"], n=sz["eval_n"],
                            rng=np.random.default_rng([seed, 66]))
         curves = {}
         for key in SCHEDULES:
+            if progress is not None:
+                progress(f"{stage}: training under {key}")
             c = training_curve(model, scheds[key], sz["N_values"], seeds, ev, q=sz["q"], ridge=sz["ridge"], name=key)
             curves[key] = {"mean": c.mean, "stderr": c.stderr, "gaps": c.gaps}
         target = max(float(curves[k]["mean"][-1]) for k in SCHEDULES)
@@ -92,8 +98,6 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
         rows.append({"data": name, "discrete": discrete, "dim": int(model.dim), "n_atoms": int(model.n_atoms),
                      "data_std": s, "heuristic_shift": shift, "curves": curves, "target": target,
                      "N_to_target": n_to, "ratio_vs_sqrt_entropic": ratio})
-        if progress is not None:
-            progress(name)
     return {"figure": NAME, "N_values": sz["N_values"], "seeds": seeds, "rows": rows, "quick": quick, "seed": seed,
             "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
             "data_scale": "data used as loaded; EDM and cosine densities shifted by 2 log(s / 0.5) in lambda "
