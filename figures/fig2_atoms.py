@@ -130,7 +130,7 @@ def plot(doc: dict, path) -> None:
             y = np.asarray(r["support_weights"], float)
             ml, sl, bl = ax.stem(x, y, linefmt=color + "-", markerfmt=color + "o", basefmt="none")
             what = "relative duality gap" if r["kind"] == "duality-gap" else "relative KKT residual"
-            ml.set_label(f"{'L-optimal' if key == 'L' else 'sandwich V-optimal'}: {r['n_atoms']} atoms "
+            ml.set_label(f"{'L-optimal' if key == 'L' else 'sandwich V-optimal'}: {r['n_atoms']} atom{'' if r['n_atoms'] == 1 else 's'} "
                          f"(bound {r['atom_bound']}), {what} {float(r['rel_gap']):.1e}")
         if row.get("p_sqrt_entropic") is not None:
             p = np.asarray(row["p_sqrt_entropic"], float)
@@ -138,11 +138,12 @@ def plot(doc: dict, path) -> None:
             ax2.plot(lam, p, "k--", lw=1.1, label=r"$\sqrt{h}$ entropic density")
             ax2.set_ylabel("entropic density per unit $\\lambda$", fontsize=8.5)
             ax2.grid(False)
-            ax2.set_ylim(0, None)
+            # Headroom above both curves: the legend sits in the top quarter of the panel.
+            ax2.set_ylim(0, 1.45 * max(float(np.max(p)), 1e-300))
             h1, l1 = ax.get_legend_handles_labels()
             h2, l2 = ax2.get_legend_handles_labels()
             ax2.legend(h1 + h2, l1 + l2, loc="upper left", fontsize=8, framealpha=0.9)
-        ax.set_ylim(0, 1.3)
+        ax.set_ylim(0, 1.45)
         ax.set_xlim(lam[0] - 0.5, lam[-1] + 0.5)
         ax.set_ylabel("allocation weight $p_i$")
         ax.set_title(f"{row['data']}, family '{row['family']}' (m = {row['m']} parameters)")
@@ -169,7 +170,7 @@ def plot(doc: dict, path) -> None:
                  fontsize=8)
     fig.suptitle("Figure 2: fully coupled optimal allocations are finitely supported (atoms), with certificates",
                  fontsize=12)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))  # room for the suptitle
     C.write_png(fig, path)
     plt.close(fig)
 

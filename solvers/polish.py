@@ -138,24 +138,30 @@ def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, ma
             alpha *= 0.5
         steps += 1
         counters["n_iter"] += 1
-        if not accepted:
-            # Nearly dependent atoms (neighbouring grid points) make the reduced Hessian
-            # ill-conditioned; fall back to an exact vertex-exchange step on the face.
-            pos = np.flatnonzero(p[S] > 0)
-            i = int(S[np.argmin(gS)])
-            j = int(S[pos[np.argmax(gS[pos])]])
-            if i == j:
-                break
+        # The exact vertex-exchange step (pairwise Frank-Wolfe on the face): the fallback when
+        # the Newton step fails, and a guard when it succeeds.  Many nearly identical atoms
+        # (e.g. levels where the model is exact) make the reduced Hessian nearly singular,
+        # and the floored Newton step then shuffles weight among them while a clearly bad
+        # atom keeps its mass; the exchange step always moves mass from the worst atom of
+        # the support to the best candidate, so the better of the two is taken.
+        pos = np.flatnonzero(p[S] > 0)
+        i = int(S[np.argmin(gS)])
+        j = int(S[pos[np.argmax(gS[pos])]])
+        q_x = ev_x = None
+        if i != j:
             DM = prob.A[i] - prob.A[j]
             DG = None if prob.G is None else prob.G[i] - prob.G[j]
             Gp = ev.Gp if prob.G is not None else None
             t, _v = line_search(prob, ev.M, Gp, DM, DG, p[j], mu=mu, phi0=ev.value, counters=counters)
-            if not t > 0:
-                break
-            q = p.copy()
-            q[i] += t
-            q[j] = 0.0 if t >= p[j] else p[j] - t
-            ev_new = evaluate(prob, q, mu=mu)
+            if t > 0:
+                q_x = p.copy()
+                q_x[i] += t
+                q_x[j] = 0.0 if t >= p[j] else p[j] - t
+                ev_x = _value(prob, q_x, mu, counters)
+        if ev_x is not None and (not accepted or ev_x.value < ev_new.value - tiny_dec):
+            q, ev_new, accepted = q_x, ev_x, True
+        if not accepted:
+            break
         p, ev = q, ev_new
         keep = (p[S] > 0) | (gS < float(p[S] @ gS))
         if keep.sum() >= 1:
