@@ -317,10 +317,17 @@ def _inv_pd(M: np.ndarray) -> np.ndarray:
     except np.linalg.LinAlgError as exc:
         raise SingularMomentError("moment matrix is not positive definite") from exc
     d = np.diag(cf[0])
-    # rcond(M) ~ (min d / max d)^2: below SINGULAR_RCOND the inverse has no correct digit
-    # and values computed from it are rounding noise (possibly of either sign).
+    # Below SINGULAR_RCOND the inverse has no correct digit and values computed from it are
+    # rounding noise (possibly of either sign).  (min d / max d)^2 is a cheap first test, but
+    # the Cholesky diagonal can hide ill-conditioning (e.g. a Kronecker spline moment matrix
+    # whose allocation sits on one level); LAPACK's dpocon estimate of the 1-norm reciprocal
+    # condition number, O(m^2) given the factor, does not.
     if not np.all(d > 0) or d.min() ** 2 <= SINGULAR_RCOND * d.max() ** 2:
         raise SingularMomentError("moment matrix is singular in floating point")
+    anorm = float(np.max(np.sum(np.abs(M), axis=0)))
+    rcond, info = sla.lapack.dpocon(cf[0], anorm, uplo="L")
+    if info != 0 or not rcond > SINGULAR_RCOND:
+        raise SingularMomentError(f"moment matrix is singular in floating point (1-norm rcond estimate {rcond:.2e})")
     K = sla.cho_solve(cf, np.eye(M.shape[0]), check_finite=False)
     return 0.5 * (K + K.T), cf
 
