@@ -124,9 +124,9 @@ def test_fig2_reproducible_small(tmp_path, monkeypatch):
 def test_fig3_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig3_coupling as F
 
-    monkeypatch.setattr(F, "CASES", ({"data": "gaussian:D=4,k=1,seed=0", "family": None},))
-    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "lam_min": -6.0, "lam_max": 6.0, "levels": 25,
-                                                 "criterion": "L"})
+    monkeypatch.setattr(F, "CASES", ({"data": "gaussian:D=4,k=1,seed=0", "family": None, "lam_min": -6.0,
+                                       "lam_max": 6.0},))
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "levels": 25, "criterion": "sandwich"})
     doc = _run_twice(F, tmp_path)
     assert [r["J"] for r in doc["cases"][0]["rows"]] == [1, 2]
 
