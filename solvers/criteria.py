@@ -368,6 +368,10 @@ def evaluate_moments(prob: Problem, M: np.ndarray, Gp=None, *, mu: float = 0.0) 
     KAK = K @ prob.W @ K
     KGK = K @ Gp @ K
     value = float(0.5 * np.sum(prob.W * KGK))
+    if value < 0.0:
+        # V = tr(A_w K G K)/2 >= 0 exactly (K G K is PSD); a negative value is rounding noise of
+        # an inverse with no correct digit, and a minimiser is drawn to exactly such points.
+        raise SingularMomentError(f"sandwich value {value:.3e} < 0: the moment matrix is numerically singular")
     Q = KGK @ prob.W @ K
     DA = -0.5 * (Q + Q.T)
     DG = 0.5 * (KAK + KAK.T) * 0.5

@@ -205,3 +205,33 @@ def test_spline_problem_never_accepts_a_numerically_singular_allocation():
     uniform = criterion_value(make_problem(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval),
                               np.full(lam.size, 1.0 / lam.size))
     assert res.value < uniform
+
+
+def test_sandwich_minimiser_is_not_drawn_to_negative_rounding_noise():
+    """Regression: posterior-weight features of a well-separated Dirac mixture (sep = 4), J = 2 splines on
+    [-6, 6].  G vanishes at high SNR, so the descent heads for the singular boundary; there the computed
+    V = tr(A_w K G K)/2 came out at -6e6 (rcond 8e-14, just above SINGULAR_RCOND) and was accepted.
+    V >= 0 exactly, so a negative value now marks the point singular; the result must agree with a
+    60-digit recomputation at the returned weights on the problem's scale."""
+    import mpmath as mp
+
+    from noisealloc.solvers.problems import build_problem, spline_problem
+    from noisealloc.theory.datasets import load_data
+
+    lam = np.linspace(-6.0, 6.0, 81)
+    prob = spline_problem(build_problem(load_data("dirac:K=3,D=1,sep=4,seed=0"), "posterior-weights", lam, rng=0), 2)
+    with pytest.warns(Warning):  # the infimum sits on the singular boundary: the solver says it stalled
+        res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=lam)
+    assert res.value >= 0.0
+    Ap = np.einsum("i,ijk->jk", res.weights, prob.A)
+    Gp = np.einsum("i,ijk->jk", res.weights, prob.G)
+    with mp.workdps(60):
+        K = mp.matrix(Ap.tolist()) ** -1
+        ref = 0.5 * sum((mp.matrix(prob.A_eval.tolist()) * K * mp.matrix(Gp.tolist()) * K)[i, i]
+                        for i in range(Ap.shape[0]))
+    assert ref >= 0
+    # Near the singular boundary (cond(A_p) ~ 3e10) the float value is accurate only on the problem's
+    # scale, not relative to its own tiny size: compare against V(uniform).
+    uniform = criterion_value(make_problem(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval),
+                              np.full(lam.size, 1.0 / lam.size))
+    assert abs(res.value - float(ref)) <= 1e-8 * uniform
