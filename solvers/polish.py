@@ -19,7 +19,9 @@ candidates whose gradient violates the equivalence theorem) and repeat:
 
 Near the optimum the Newton steps converge quadratically, so the certified gap
 reaches 1e-8 relative in a handful of full-gradient evaluations (Wu 1978's
-quasi-Newton idea for design problems, here with an exact Hessian).
+quasi-Newton idea for design problems, here with an exact Hessian).  If five rounds
+in a row do not reduce the gap, pairwise Frank-Wolfe steps are run once before
+Newton resumes (a nearly singular face Hessian can leave a bad atom its mass).
 
 References
 ----------
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.solvers.frank_wolfe import line_search
+from noisealloc.solvers.frank_wolfe import line_search, run as _frank_wolfe_run
 from noisealloc.solvers.criteria import (
     Problem,
     SingularMomentError,
@@ -44,6 +46,9 @@ from noisealloc.solvers.criteria import (
 )
 
 __all__ = ["run", "newton_on_support"]
+
+#: Pairwise Frank-Wolfe iterations run once when the Newton rounds stall (see :func:`run`).
+_RESCUE_ITERS = 500
 
 
 def _null_basis(s: int) -> np.ndarray:
@@ -138,30 +143,24 @@ def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, ma
             alpha *= 0.5
         steps += 1
         counters["n_iter"] += 1
-        # The exact vertex-exchange step (pairwise Frank-Wolfe on the face): the fallback when
-        # the Newton step fails, and a guard when it succeeds.  Many nearly identical atoms
-        # (e.g. levels where the model is exact) make the reduced Hessian nearly singular,
-        # and the floored Newton step then shuffles weight among them while a clearly bad
-        # atom keeps its mass; the exchange step always moves mass from the worst atom of
-        # the support to the best candidate, so the better of the two is taken.
-        pos = np.flatnonzero(p[S] > 0)
-        i = int(S[np.argmin(gS)])
-        j = int(S[pos[np.argmax(gS[pos])]])
-        q_x = ev_x = None
-        if i != j:
+        if not accepted:
+            # Nearly dependent atoms (neighbouring grid points) make the reduced Hessian
+            # ill-conditioned; fall back to an exact vertex-exchange step on the face.
+            pos = np.flatnonzero(p[S] > 0)
+            i = int(S[np.argmin(gS)])
+            j = int(S[pos[np.argmax(gS[pos])]])
+            if i == j:
+                break
             DM = prob.A[i] - prob.A[j]
             DG = None if prob.G is None else prob.G[i] - prob.G[j]
             Gp = ev.Gp if prob.G is not None else None
             t, _v = line_search(prob, ev.M, Gp, DM, DG, p[j], mu=mu, phi0=ev.value, counters=counters)
-            if t > 0:
-                q_x = p.copy()
-                q_x[i] += t
-                q_x[j] = 0.0 if t >= p[j] else p[j] - t
-                ev_x = _value(prob, q_x, mu, counters)
-        if ev_x is not None and (not accepted or ev_x.value < ev_new.value - tiny_dec):
-            q, ev_new, accepted = q_x, ev_x, True
-        if not accepted:
-            break
+            if not t > 0:
+                break
+            q = p.copy()
+            q[i] += t
+            q[j] = 0.0 if t >= p[j] else p[j] - t
+            ev_new = evaluate(prob, q, mu=mu)
         p, ev = q, ev_new
         keep = (p[S] > 0) | (gS < float(p[S] @ gS))
         if keep.sum() >= 1:
@@ -214,6 +213,7 @@ def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100,
             p = q
     best_gap = np.inf
     stale = 0
+    rescued = False
     for _round in range(max_rounds):
         ev = evaluate(prob, p, mu=mu)
         g = gradient(prob, ev)
@@ -228,7 +228,16 @@ def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100,
         else:
             stale += 1
             if stale >= 5:
-                return p, 2
+                if rescued:
+                    return p, 2
+                # Newton on the face makes no progress.  Seen when many identical atoms (levels
+                # where the model is exact, G = 0) leave its reduced Hessian nearly singular: the
+                # floored step shuffles weight among them while a clearly bad atom keeps its mass.
+                # Pairwise Frank-Wolfe steps move mass from the worst support atom to the best
+                # candidate, whatever the curvature; then Newton resumes.
+                p, _st = _frank_wolfe_run(prob, p, tol=tol, max_iter=_RESCUE_ITERS, mu=mu, counters=counters)
+                rescued, stale, best_gap = True, 0, np.inf
+                continue
         # add the most violating candidates, one per sensitivity peak
         viol = np.flatnonzero(g < gbar - 0.25 * gap)
         peaks = _local_minima(g, viol) if viol.size else np.array([int(np.argmin(g))])
