@@ -321,12 +321,15 @@ def _inv_pd(M: np.ndarray) -> np.ndarray:
     # rounding noise (possibly of either sign).  (min d / max d)^2 is a cheap first test, but
     # the Cholesky diagonal can hide ill-conditioning (e.g. a Kronecker spline moment matrix
     # whose allocation sits on one level); LAPACK's dpocon estimate of the 1-norm reciprocal
-    # condition number, O(m^2) given the factor, does not.
+    # condition number, O(m^2) given the factor, does not.  The threshold is the 2-norm one:
+    # kappa_2 >= kappa_1 / m, and dpocon never underestimates rcond_1, so an estimate at or
+    # below SINGULAR_RCOND / m proves rcond_2 <= SINGULAR_RCOND (make_problem's definition,
+    # which a ridge-regularised problem is built to pass at the uniform allocation).
     if not np.all(d > 0) or d.min() ** 2 <= SINGULAR_RCOND * d.max() ** 2:
         raise SingularMomentError("moment matrix is singular in floating point")
     anorm = float(np.max(np.sum(np.abs(M), axis=0)))
     rcond, info = sla.lapack.dpocon(cf[0], anorm, uplo="L")
-    if info != 0 or not rcond > SINGULAR_RCOND:
+    if info != 0 or not rcond > SINGULAR_RCOND / M.shape[0]:
         raise SingularMomentError(f"moment matrix is singular in floating point (1-norm rcond estimate {rcond:.2e})")
     K = sla.cho_solve(cf, np.eye(M.shape[0]), check_finite=False)
     return 0.5 * (K + K.T), cf

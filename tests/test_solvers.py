@@ -459,3 +459,19 @@ def test_degree_19_chebyshev_a_optimal_certifies_on_a_fine_grid():
     assert res.converged and res.rel_gap <= FW_GAP_RTOL
     cert = certify(A, res.weights, "A")  # recomputed from scratch
     assert cert.rel_gap <= FW_GAP_RTOL and cert.equivalence_ok
+
+
+def test_regularised_spline_problem_is_not_rejected_by_the_condition_estimate():
+    """Regression (verify --full, coupling.dirac.L): J = 16 splines over the 4-atom Dirac mixture's posterior
+    weights on [-8, 8] (m = 64).  make_problem accepts the uniform allocation by its 2-norm rcond (with a
+    ridge); the evaluator's 1-norm dpocon estimate, up to m times smaller, rejected that same allocation
+    and the solve crashed with SingularMomentError.  The 1-norm threshold is now SINGULAR_RCOND / m."""
+    from noisealloc.solvers.problems import build_problem, spline_problem
+    from noisealloc.verify.checks import default_dirac
+
+    lam = np.linspace(-8.0, 8.0, 97)
+    prob = spline_problem(build_problem(default_dirac(), "posterior-weights", lam, rng=0), 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the ridge is announced by a RegularizationWarning
+        res = solve(prob.A, "L", W=prob.A_eval, grid=lam)
+    assert res.converged and res.rel_gap <= FW_GAP_RTOL
