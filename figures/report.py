@@ -88,25 +88,21 @@ def _claim_c1(f2, f3):
     return verdict(flags), rule, head + lines
 
 
-def _fig3_ends(case):
-    rows = case["rows"]
-    if len(rows) < 2:
-        return None
-    return rows[0], rows[-1]
+def _fig3_ends(f3):
+    """``(case, fully coupled row, most specialised row)`` for every fig3 case with at least two J values."""
+    for case in f3["cases"] if f3 else ():
+        rows = case["rows"]
+        if len(rows) >= 2:
+            yield case, rows[0], rows[-1]
 
 
 def _claim_c2(f3, f4):
     lines, flags = [], []
-    if f3:
-        for case in f3["cases"]:
-            ends = _fig3_ends(case)
-            if ends is None:
-                continue
-            a, b = ends
-            ok = bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
-            flags.append(ok)
-            lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {_f(a['efficiency']):.3f} -> "
-                         f"{_f(b['efficiency']):.3f}; W1 {_f(a['w1']):.3f} -> {_f(b['w1']):.3f} | {'yes' if ok else 'no'} |")
+    for case, a, b in _fig3_ends(f3):
+        ok = bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
+        flags.append(ok)
+        lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {_f(a['efficiency']):.3f} -> "
+                     f"{_f(b['efficiency']):.3f}; W1 {_f(a['w1']):.3f} -> {_f(b['w1']):.3f} | {'yes' if ok else 'no'} |")
     if f4:
         for key in ("ii", "iii"):
             c = f4["checks"].get(key)
@@ -123,16 +119,11 @@ def _claim_c2(f3, f4):
 
 def _claim_c3(f3, f5, f4):
     lines, flags = [], []
-    if f3:
-        for case in f3["cases"]:
-            ends = _fig3_ends(case)
-            if ends is None:
-                continue
-            a, b = ends
-            ok = bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
-            flags.append(ok)
-            lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {_f(a['efficiency']):.3f}, at J={b['J']}: "
-                         f"{_f(b['efficiency']):.3f} | {'yes' if ok else 'no'} |")
+    for case, a, b in _fig3_ends(f3):
+        ok = bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
+        flags.append(ok)
+        lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {_f(a['efficiency']):.3f}, at J={b['J']}: "
+                     f"{_f(b['efficiency']):.3f} | {'yes' if ok else 'no'} |")
     if f4 and "iv" in f4["checks"]:
         c = f4["checks"]["iv"]
         flags.append(bool(c["holds"]))
