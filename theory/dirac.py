@@ -293,11 +293,10 @@ class DiracMixture:
         (same accuracy contract, ~50x faster for MNIST); otherwise the reference-atom kernel.
         """
         xs, lams = points_and_levels(x, self.dim, lam, allow_1d=True)
-        _, _, coords = self._span
+        center, basis, coords = self._span
         if coords.size >= _BLOCKED_MIN_SIZE and xs.shape[0] > 0 and np.all(lams == lams[0]):
             from noisealloc.theory.empirical import posterior_weights_blocked
 
-            center, basis, _ = self._span
             den, _, _ = posterior_weights_blocked(coords, self.log_weights, self._to_span(xs), float(lams[0]))
             return center + den @ basis
         return self._posterior(xs, lams)[1]
