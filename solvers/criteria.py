@@ -44,7 +44,7 @@ The entry point :func:`solve` lives here; the algorithms are in
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import numpy as np
@@ -59,10 +59,12 @@ from noisealloc.theory.errors import (
     check_finite,
 )
 from noisealloc.theory.tolerances import (
+    EPS,
     FW_GAP_RTOL,
     KKT_RTOL,
     PSD_RTOL,
     REG_RCOND,
+    SANDWICH_ROUNDING_RTOL,
     SINGULAR_RCOND,
     SYMMETRY_RTOL,
 )
@@ -99,6 +101,10 @@ class Problem:
         Ridge :math:`\delta` added to every :math:`M_p`.
     Aflat, Gflat : ndarray, shape (n, m*m)
         Row-major flattenings used by the gradient GEMV.
+    value_scale : float
+        Sandwich only: :math:`V` at the uniform allocation, the problem's own scale.  A
+        sandwich value whose rounding-error bound exceeds ``SANDWICH_ROUNDING_RTOL``
+        times this scale is treated as numerically singular (see :func:`evaluate_moments`).
     """
 
     A: np.ndarray
@@ -110,6 +116,7 @@ class Problem:
     regularization: float
     Aflat: np.ndarray
     Gflat: Optional[np.ndarray]
+    value_scale: float = 1.0
 
     @property
     def n(self) -> int:
@@ -261,7 +268,7 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
             RegularizationWarning,
             stacklevel=3,
         )
-    return Problem(
+    prob = Problem(
         A=A,
         G=Gs,
         W=Wm,
@@ -271,7 +278,20 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         regularization=reg,
         Aflat=A.reshape(n, m * m),
         Gflat=None if Gs is None else Gs.reshape(n, m * m),
+        value_scale=0.0,
     )
+    if criterion == "sandwich":
+        # The uniform allocation is the most regular one (largest range): its V fixes the scale on
+        # which near-singular values are judged.  Evaluated without the rounding guard (scale 0 = off).
+        Mu_p, Gu_p = moments(prob, np.full(n, 1.0 / n))
+        try:
+            v_u = _sandwich_parts(prob, Mu_p, Gu_p)[0]
+        except SingularMomentError:
+            v_u = 0.0
+        if not (np.isfinite(v_u) and v_u > 0.0):
+            v_u = 0.0
+        prob = replace(prob, value_scale=float(v_u))
+    return prob
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -365,7 +385,25 @@ def evaluate_moments(prob: Problem, M: np.ndarray, Gp=None, *, mu: float = 0.0) 
     if crit == "D":
         value = float(-2.0 * np.sum(np.log(np.diag(cf[0]))))
         return Eval(value=value, DA=-K, DG=None, M=M, K=K)
-    # sandwich: V = 1/2 tr(A_w K G K)
+    value, DA, DG, K, Gp = _sandwich_parts(prob, M, Gp, K=K)
+    if prob.G is None:
+        return Eval(value=value, DA=DA + DG, DG=None, M=M, K=K, Gp=Gp)
+    return Eval(value=value, DA=DA, DG=DG, M=M, K=K, Gp=Gp)
+
+
+def _sandwich_parts(prob: Problem, M: np.ndarray, Gp, K=None):
+    r"""Sandwich value and gradient matrices; raises SingularMomentError where V is rounding noise.
+
+    The inverse is backward stable: the computed ``K`` is :math:`(M + E)^{-1}` with
+    :math:`\|E\|_2 \lesssim (m+1)\,\epsilon\,\|M\|_2`, so to first order the computed value is off by
+    :math:`|\langle \partial V/\partial M, E\rangle| \le \|D\|_* \|E\|_2`, with
+    :math:`D = -\tfrac12 (K G K A_\omega K + K A_\omega K G K)` (``DA`` below).  Near the singular
+    boundary this bound, not the condition number alone, says whether V has any correct digit: a
+    minimiser is drawn to points where rounding makes V small.  Such points are refused when the bound
+    exceeds ``SANDWICH_ROUNDING_RTOL`` times the problem's scale (V at the uniform allocation).
+    """
+    if K is None:
+        K, _cf = _inv_pd(M)
     if Gp is None:
         Gp = M - prob.regularization * np.eye(M.shape[0]) if prob.regularization else M
     KAK = K @ prob.W @ K
@@ -378,9 +416,24 @@ def evaluate_moments(prob: Problem, M: np.ndarray, Gp=None, *, mu: float = 0.0) 
     Q = KGK @ prob.W @ K
     DA = -0.5 * (Q + Q.T)
     DG = 0.5 * (KAK + KAK.T) * 0.5
-    if prob.G is None:
-        return Eval(value=value, DA=DA + DG, DG=None, M=M, K=K, Gp=Gp)
-    return Eval(value=value, DA=DA, DG=DG, M=M, K=K, Gp=Gp)
+    if prob.value_scale > 0.0:
+        m = M.shape[0]
+        # M_p and G_p are known only to their assembly rounding, ~(m+1) eps of their norm (and the
+        # inverse is backward stable to the same order), so to first order V is uncertain by
+        # <dV/dM, dM> + <dV/dG, dG>.  ||X||_* <= sqrt(m) ||X||_F bounds each pairing cheaply.  The G
+        # term matters at the singular boundary: there K is huge along directions in which G_p is
+        # pure rounding noise, and V computed from that noise can have any value.
+        if prob.G is None:
+            pair = np.linalg.norm(M) * np.linalg.norm(DA + DG)
+        else:
+            pair = np.linalg.norm(M) * np.linalg.norm(DA) + np.linalg.norm(Gp) * np.linalg.norm(DG)
+        err = (m + 1) * EPS * np.sqrt(m) * pair
+        if not err <= SANDWICH_ROUNDING_RTOL * prob.value_scale:
+            raise SingularMomentError(
+                f"sandwich value {value:.3e} carries a rounding-error bound {err:.2e} > SANDWICH_ROUNDING_RTOL * "
+                f"V(uniform) = {SANDWICH_ROUNDING_RTOL * prob.value_scale:.2e}: the moment matrix is numerically singular"
+            )
+    return value, DA, DG, K, Gp
 
 
 def evaluate(prob: Problem, p: np.ndarray, *, mu: float = 0.0) -> Eval:

@@ -160,7 +160,11 @@ def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, ma
             q = p.copy()
             q[i] += t
             q[j] = 0.0 if t >= p[j] else p[j] - t
-            ev_new = evaluate(prob, q, mu=mu)
+            ev_new = evaluate_or_none(prob, q, mu)
+            if ev_new is None:
+                # The exact exchange lands on the numerically singular boundary, where the
+                # value is rounding noise: no acceptable step on this face.
+                break
         p, ev = q, ev_new
         keep = (p[S] > 0) | (gS < float(p[S] @ gS))
         if keep.sum() >= 1:
