@@ -10,6 +10,15 @@ Imports :mod:`noisealloc.theory` only.  Public API:
 * :func:`sandwich_value`, :func:`sandwich_gradient` -- the sandwich V(p) and its gradient.
 """
 
+if __name__ != "noisealloc.solvers":
+    # The folder sits at the repository root, so with the root on sys.path `import solvers` would
+    # load a second copy of every module beside noisealloc.solvers (isinstance then breaks between them).
+    raise ImportError(
+        f"the folder solvers/ is the package noisealloc.solvers; import it as `import noisealloc.solvers` "
+        f"(or `from noisealloc.solvers import ...`), not as the top-level name {__name__!r}"
+    )
+
+
 from noisealloc.solvers.certificates import certify, exact_sensitivity_check, offgrid_check
 from noisealloc.solvers.criteria import CRITERIA, METHODS, Problem, make_problem, sandwich_gradient, sandwich_value, solve
 from noisealloc.solvers.refine import refine

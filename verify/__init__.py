@@ -3,3 +3,12 @@
 Trusts no solver: every check recomputes optimality and feasibility from the
 returned solution.  Imports :mod:`noisealloc.theory` and :mod:`noisealloc.solvers`.
 """
+
+if __name__ != "noisealloc.verify":
+    # The folder sits at the repository root, so with the root on sys.path `import verify` would
+    # load a second copy of every module beside noisealloc.verify (isinstance then breaks between them).
+    raise ImportError(
+        f"the folder verify/ is the package noisealloc.verify; import it as `import noisealloc.verify` "
+        f"(or `from noisealloc.verify import ...`), not as the top-level name {__name__!r}"
+    )
+
