@@ -23,6 +23,8 @@ settings.register_profile(
 )
 settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("NOISEALLOC_HYPOTHESIS_PROFILE", "ci"))
+# Tests write @settings(max_examples=examples(n)) (tests/strategies.py), which scales n by
+# settings.default.max_examples / 40: the fuzz profile really searches 50x longer.
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The MNIST test set beside the checkout (../shared/data/mnist), or NOISEALLOC_MNIST_DIR.

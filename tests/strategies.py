@@ -5,18 +5,34 @@
 * ``gaussian_manifolds(max_dim=4)``: ``GaussianManifold`` with a random orthonormal basis
   (QR of a Gaussian matrix), ``k`` in ``[1, D]``, variances in ``[0.05, 5]``.
 * ``lams(lo=-6, hi=6)``: a finite log-SNR level.
+* ``examples(n)``: the example count of a test whose ``ci`` budget is ``n``, scaled by the active
+  hypothesis profile (``fuzz`` multiplies it; see tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import assume
+from hypothesis import assume, settings
 from hypothesis import strategies as st
 
 from noisealloc.theory.dirac import DiracMixture
 from noisealloc.theory.gaussian import GaussianManifold
 
-__all__ = ["dirac_mixtures", "gaussian_manifolds", "lams"]
+__all__ = ["dirac_mixtures", "gaussian_manifolds", "lams", "examples"]
+
+#: ``max_examples`` of the ``ci`` profile; a test's own budget is scaled by the active profile's ratio to it.
+CI_MAX_EXAMPLES = 40
+
+
+def examples(n: int) -> int:
+    """Hypothesis example count for a test whose budget under the ``ci`` profile is ``n``.
+
+    A bare ``@settings(max_examples=15)`` pins the count whatever the profile, so the ``fuzz``
+    profile could never search longer; this scales ``n`` by the active profile's ``max_examples``
+    relative to ``ci``'s (1x under ``ci``, 50x under ``fuzz``).
+    """
+    factor = settings.default.max_examples / CI_MAX_EXAMPLES
+    return max(1, int(round(n * factor)))
 
 
 def lams(lo=-6.0, hi=6.0):

@@ -94,3 +94,6 @@ SINGULAR_RCOND = 256 * EPS
 #: keeps clusters of allocations up to ~1e-4 suboptimal (their spread is at most
 #: that), while distinct eigenvalues of regular problems are further apart.
 E_CLUSTER_RTOL = 1e-4
+
+#: Every named tolerance (the upper-case names above).
+__all__ = sorted(name for name in dict(globals()) if name.isupper())

@@ -1,0 +1,263 @@
+"""Structure rules a newcomer relies on (issue 11).
+
+* **Documented public API**: every public function and class named in the ``__all__`` of a public
+  module of ``noisealloc.theory``, ``noisealloc.solvers`` and ``noisealloc.verify`` has a numpydoc
+  docstring; functions carry ``Parameters`` (when they take any) and ``Returns`` (or ``Yields``)
+  sections, classes ``Parameters`` or ``Attributes`` (exception and warning classes need only a
+  docstring).
+* **No import cycle inside a package**: the graph of imports between the modules of one package,
+  counting imports inside functions (where cycles hide), is acyclic.  ``from noisealloc.pkg import
+  name`` of a re-exported name is an edge to the package ``__init__``.
+* **No second copy under a bare name**: ``import theory`` (etc.) from the repository root fails with
+  a message naming ``noisealloc.theory``.
+
+The checkers are tested on small hand-made inputs, so a checker that never fires is caught.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOC_PACKAGES = ("theory", "solvers", "verify")
+ALL_PACKAGES = ("theory", "solvers", "verify", "figures")
+
+_SECTION = r"^[ \t]*{name}[ \t]*\n[ \t]*-{{3,}}[ \t]*$"
+
+
+def _has_section(doc: str, *names: str) -> bool:
+    return any(re.search(_SECTION.format(name=n), doc, flags=re.MULTILINE) for n in names)
+
+
+def _takes_parameters(obj) -> bool:
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+    return any(p.name not in ("self", "cls") for p in sig.parameters.values())
+
+
+def docstring_problems(name: str, obj) -> list[str]:
+    """What the numpydoc rule finds missing in ``obj``'s docstring (empty when it passes)."""
+    doc = inspect.getdoc(obj)
+    if not doc:
+        return [f"{name}: no docstring"]
+    if inspect.isclass(obj):
+        if issubclass(obj, BaseException):
+            return []
+        if not _has_section(doc, "Parameters", "Attributes"):
+            return [f"{name}: class docstring has neither a Parameters nor an Attributes section"]
+        return []
+    out = []
+    if _takes_parameters(obj) and not _has_section(doc, "Parameters"):
+        out.append(f"{name}: no Parameters section")
+    if not _has_section(doc, "Returns", "Yields"):
+        out.append(f"{name}: no Returns section")
+    return out
+
+
+def _public_modules(package: str) -> list[str]:
+    folder = REPO / package
+    mods = [f"noisealloc.{package}"]
+    for path in sorted(folder.glob("*.py")):
+        if path.stem == "__init__" or path.stem.startswith("_"):
+            continue
+        mods.append(f"noisealloc.{package}.{path.stem}")
+    return mods
+
+
+def _public_objects(package: str):
+    """``(qualified name, object)`` for every function/class in a public ``__all__`` of the package."""
+    seen: set[int] = set()
+    missing_all = []
+    for modname in _public_modules(package):
+        mod = importlib.import_module(modname)
+        names = getattr(mod, "__all__", None)
+        if names is None:
+            if modname != f"noisealloc.{package}":
+                missing_all.append(modname)
+            continue
+        for attr in names:
+            obj = getattr(mod, attr)
+            if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue  # constants and tables are documented in the module docstring
+            if not getattr(obj, "__module__", "").startswith("noisealloc."):
+                continue
+            if id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            yield f"{modname}.{attr}", obj
+    for modname in missing_all:
+        yield modname, None
+
+
+@pytest.mark.parametrize("package", DOC_PACKAGES)
+def test_public_api_is_documented(package):
+    problems = []
+    for name, obj in _public_objects(package):
+        if obj is None:
+            problems.append(f"{name}: public module without __all__")
+            continue
+        problems.extend(docstring_problems(name, obj))
+    assert not problems, f"{len(problems)} documentation problems:\n" + "\n".join(problems)
+
+
+def test_docstring_checker_fires():
+    def undocumented(x):
+        return x
+
+    def half(x):
+        """Half.
+
+        Parameters
+        ----------
+        x : float
+        """
+        return x / 2
+
+    def full(x):
+        """Full.
+
+        Parameters
+        ----------
+        x : float
+
+        Returns
+        -------
+        float
+        """
+        return x
+
+    class Bare:
+        """No sections."""
+
+    class Good:
+        """Has attributes.
+
+        Attributes
+        ----------
+        a : int
+        """
+
+    assert docstring_problems("u", undocumented) == ["u: no docstring"]
+    assert docstring_problems("h", half) == ["h: no Returns section"]
+    assert docstring_problems("f", full) == []
+    assert docstring_problems("B", Bare) != []
+    assert docstring_problems("G", Good) == []
+    assert docstring_problems("E", ValueError) == []
+
+
+# ----------------------------------------------------------------------------- import graph
+
+
+def import_edges(package: str, sources: dict[str, str]) -> dict[str, set[str]]:
+    """Edges ``module -> module`` inside ``noisealloc.<package>`` from the modules' sources.
+
+    ``sources`` maps a module's short name (``'criteria'``; ``'__init__'`` for the package) to its
+    source.  Every import anywhere in the file counts, including inside functions.
+    """
+    prefix = f"noisealloc.{package}"
+    modules = set(sources)
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+
+    def target(dotted: str):
+        if dotted == prefix:
+            return "__init__"
+        if dotted.startswith(prefix + "."):
+            head = dotted[len(prefix) + 1:].split(".")[0]
+            return head if head in modules else None
+        return None
+
+    for mod, src in sources.items():
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    t = target(alias.name)
+                    if t is not None:
+                        edges[mod].add(t)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                base = target(node.module)
+                if node.module == prefix:
+                    for alias in node.names:  # a submodule, or a name re-exported by __init__
+                        edges[mod].add(alias.name if alias.name in modules else "__init__")
+                elif base is not None:
+                    edges[mod].add(base)
+    for mod in edges:
+        edges[mod].discard(mod)
+    return edges
+
+
+def find_cycle(edges: dict[str, set[str]]):
+    """One cycle of the directed graph as a list of nodes (first node repeated at the end), or None."""
+    colour = {n: 0 for n in edges}  # 0 new, 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(n):
+        colour[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if colour.get(m, 2) == 1:
+                return stack[stack.index(m):] + [m]
+            if colour.get(m, 2) == 0:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        colour[n] = 2
+        return None
+
+    for n in sorted(edges):
+        if colour[n] == 0:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def _package_sources(package: str) -> dict[str, str]:
+    folder = REPO / "noisealloc" / package if package == "commands" else REPO / package
+    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))}
+
+
+@pytest.mark.parametrize("package", ALL_PACKAGES + ("commands",))
+def test_import_graph_has_no_cycle(package):
+    edges = import_edges(package, _package_sources(package))
+    cycle = find_cycle(edges)
+    assert cycle is None, f"import cycle inside noisealloc.{package}: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_fires():
+    sources = {
+        "__init__": "from noisealloc.solvers.a import f\n",
+        "a": "def f():\n    from noisealloc.solvers import b\n    return b\n",
+        "b": "import numpy\nfrom noisealloc.solvers.c import g\n",
+        "c": "def g():\n    from noisealloc.solvers.a import f\n",
+    }
+    edges = import_edges("solvers", sources)
+    assert edges["a"] == {"b"} and edges["b"] == {"c"} and edges["c"] == {"a"}
+    assert find_cycle(edges) == ["a", "b", "c", "a"]
+    # a re-exported name imported from the package is an edge to __init__
+    edges = import_edges("solvers", {"__init__": "from noisealloc.solvers.a import f\n",
+                                     "a": "def h():\n    from noisealloc.solvers import f\n"})
+    assert find_cycle(edges) == ["__init__", "a", "__init__"]
+    assert find_cycle({"x": {"y"}, "y": set()}) is None
+
+
+# ----------------------------------------------------------------------------- bare-name trap
+
+
+@pytest.mark.parametrize("package", ALL_PACKAGES)
+def test_bare_folder_import_fails_clearly(package):
+    proc = subprocess.run([sys.executable, "-c", f"import {package}"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError:") and f"import noisealloc.{package}" in last, last
