@@ -37,3 +37,15 @@ def mnist_dir() -> Path:
     if not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").exists():
         pytest.skip(f"MNIST not found at {MNIST_DIR} (set NOISEALLOC_MNIST_DIR)")
     return MNIST_DIR
+
+
+#: The two implementations of every posterior kernel (theory._empirical_kernels): the numba jit
+#: path and the vectorised numpy path.  Tests of a kernel take the ``kernel`` fixture, so each
+#: runs on both and a path cannot drift from the other unseen.
+KERNELS = ("numba", "numpy")
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request) -> str:
+    """Name of the kernel implementation under test (``'numba'`` or ``'numpy'``)."""
+    return request.param
