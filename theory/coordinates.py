@@ -106,6 +106,27 @@ def vp_alpha_sigma(lam):
     .. math:: \alpha^2 = \mathrm{sigmoid}(\lambda), \quad \sigma^2 = \mathrm{sigmoid}(-\lambda).
 
     Computed as ``exp(-½ log1p(exp(∓λ)))`` so both are accurate for |λ| up to 700.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda` (any shape).
+
+    Returns
+    -------
+    alpha, sigma : ndarray of float64
+        Signal and noise scales, each of the shape of ``lam``, with
+        :math:`\alpha^2 + \sigma^2 = 1`.
+
+    References
+    ----------
+    THEORY.md section 1 (VP parameterisation); Kingma et al. (2021), Variational Diffusion Models.
+
+    Examples
+    --------
+    >>> alpha, sigma = vp_alpha_sigma(0.0)
+    >>> round(float(alpha), 6), round(float(sigma), 6)
+    (0.707107, 0.707107)
     """
     lam = np.asarray(lam, dtype=np.float64)
     alpha = np.exp(-0.5 * np.logaddexp(0.0, -lam))
@@ -114,17 +135,77 @@ def vp_alpha_sigma(lam):
 
 
 def lam_from_alpha_sigma(alpha, sigma):
-    r""":math:`\lambda = 2\log\alpha - 2\log\sigma` for any (VP or not) :math:`(\alpha, \sigma)`."""
+    r""":math:`\lambda = 2\log\alpha - 2\log\sigma` for any (VP or not) :math:`(\alpha, \sigma)`.
+
+    Parameters
+    ----------
+    alpha, sigma : array_like
+        Signal and noise scales of :math:`x = \alpha x_0 + \sigma\varepsilon`, > 0, broadcastable.
+
+    Returns
+    -------
+    ndarray of float64
+        Log-SNR :math:`\lambda = \log(\alpha^2/\sigma^2)`.
+
+    References
+    ----------
+    THEORY.md section 1.
+
+    Examples
+    --------
+    >>> round(float(lam_from_alpha_sigma(0.6, 0.8)), 6)   # log(0.36 / 0.64)
+    -0.575364
+    """
     return 2.0 * np.log(np.asarray(alpha, dtype=np.float64)) - 2.0 * np.log(np.asarray(sigma, dtype=np.float64))
 
 
 def edm_sigma(lam):
-    r"""EDM / VE noise level :math:`\sigma = e^{-\lambda/2}` (with :math:`\alpha = 1`)."""
+    r"""EDM / VE noise level :math:`\sigma = e^{-\lambda/2}` (with :math:`\alpha = 1`).
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda`.
+
+    Returns
+    -------
+    ndarray of float64
+        :math:`\sigma`, the shape of ``lam``.
+
+    References
+    ----------
+    THEORY.md section 1; Karras et al. (2022), EDM, Table 1.
+
+    Examples
+    --------
+    >>> round(float(edm_sigma(2.0)), 6)   # e^{-1}
+    0.367879
+    """
     return np.exp(-0.5 * np.asarray(lam, dtype=np.float64))
 
 
 def lam_from_edm_sigma(sigma):
-    r""":math:`\lambda = -2\log\sigma` (EDM / VE)."""
+    r""":math:`\lambda = -2\log\sigma` (EDM / VE).
+
+    Parameters
+    ----------
+    sigma : array_like
+        EDM noise level :math:`\sigma > 0`.
+
+    Returns
+    -------
+    ndarray of float64
+        Log-SNR :math:`\lambda`, the shape of ``sigma``.
+
+    References
+    ----------
+    THEORY.md section 1; Karras et al. (2022), EDM.
+
+    Examples
+    --------
+    >>> round(float(lam_from_edm_sigma(0.5)), 6)   # EDM's sigma_data = 0.5 sits at lambda = 2 log 2
+    1.386294
+    """
     return -2.0 * np.log(np.asarray(sigma, dtype=np.float64))
 
 
@@ -258,26 +339,70 @@ class Coordinate:
     _dlam_du: Callable = field(repr=False, compare=False)
 
     def to_lam(self, u):
-        r"""Log-SNR :math:`\lambda(u)`; ``ValueError`` outside the natural domain."""
+        r"""Log-SNR :math:`\lambda(u)`; ``ValueError`` outside the natural domain.
+
+        Parameters
+        ----------
+        u : array_like
+            Values of this coordinate, inside the open interval ``domain``.
+
+        Returns
+        -------
+        ndarray of float64
+            :math:`\lambda(u)`, the shape of ``u``.
+        """
         u = np.asarray(u, dtype=np.float64)
         self._check_domain(u)
         return self._to_lam(u)
 
     def from_lam(self, lam):
-        r"""Coordinate :math:`u(\lambda)`; ``ValueError`` for NaN input."""
+        r"""Coordinate :math:`u(\lambda)`; ``ValueError`` for NaN input.
+
+        Parameters
+        ----------
+        lam : array_like
+            Log-SNR values (``±inf`` map to the ends of ``domain``).
+
+        Returns
+        -------
+        ndarray of float64
+            :math:`u(\lambda)`, the shape of ``lam``.
+        """
         lam = np.asarray(lam, dtype=np.float64)
         if np.any(np.isnan(lam)):
             raise ValueError(f"lam must not be NaN (coordinate {self.name!r})")
         return self._from_lam(lam)
 
     def dlam_du(self, u):
-        r"""Jacobian :math:`d\lambda/du` at ``u`` (signed)."""
+        r"""Jacobian :math:`d\lambda/du` at ``u`` (signed).
+
+        Parameters
+        ----------
+        u : array_like
+            Values of this coordinate, inside ``domain``.
+
+        Returns
+        -------
+        ndarray of float64
+            :math:`d\lambda/du`: positive when ``increasing``, negative otherwise.
+        """
         u = np.asarray(u, dtype=np.float64)
         self._check_domain(u)
         return self._dlam_du(u)
 
     def du_dlam(self, lam):
-        r"""Jacobian :math:`du/d\lambda = 1 / (d\lambda/du)` at :math:`u(\lambda)` (signed)."""
+        r"""Jacobian :math:`du/d\lambda = 1 / (d\lambda/du)` at :math:`u(\lambda)` (signed).
+
+        Parameters
+        ----------
+        lam : array_like
+            Log-SNR values.
+
+        Returns
+        -------
+        ndarray of float64
+            :math:`du/d\lambda`, the shape of ``lam``.
+        """
         return 1.0 / self._dlam_du(self.from_lam(lam))
 
     def _check_domain(self, u: np.ndarray) -> None:
@@ -314,7 +439,34 @@ _ALIASES = {"t": "t-cosine", "log_sigma": "log-sigma", "lam": "lambda"}
 
 
 def get_coordinate(name: str | Coordinate) -> Coordinate:
-    """Look up a coordinate by name (``ValueError`` naming the allowed names)."""
+    r"""Look up a coordinate by name (``ValueError`` naming the allowed names).
+
+    Parameters
+    ----------
+    name : str or Coordinate
+        A key of :data:`COORDINATES` (``'lambda'``, ``'sigma'``, ``'log-sigma'``,
+        ``'t-linear'``, ``'t-cosine'``, ``'t-edm'``, ``'t-rf'``) or an alias (``'t'`` is
+        ``'t-cosine'``, ``'lam'`` is ``'lambda'``, ``'log_sigma'`` is ``'log-sigma'``).
+        A :class:`Coordinate` is returned as is.
+
+    Returns
+    -------
+    Coordinate
+
+    Raises
+    ------
+    ValueError
+        For an unknown name; the message lists every allowed name.
+
+    Examples
+    --------
+    >>> get_coordinate("t").name
+    't-cosine'
+    >>> get_coordinate("snr")
+    Traceback (most recent call last):
+    ...
+    ValueError: coordinate must be one of 'lambda', 'sigma', ...; got 'snr'
+    """
     if isinstance(name, Coordinate):
         return name
     if isinstance(name, str) and name in _ALIASES:
@@ -324,22 +476,109 @@ def get_coordinate(name: str | Coordinate) -> Coordinate:
 
 
 def to_lam(u, coordinate: str | Coordinate):
-    r""":math:`\lambda(u)` in the named coordinate."""
+    r""":math:`\lambda(u)` in the named coordinate.
+
+    Parameters
+    ----------
+    u : array_like
+        Values of the coordinate, inside its open natural domain (``ValueError`` otherwise).
+    coordinate : str or Coordinate
+        See :func:`get_coordinate`.
+
+    Returns
+    -------
+    ndarray of float64
+        Log-SNR :math:`\lambda(u)`, the shape of ``u``.
+
+    References
+    ----------
+    THEORY.md section 1 (the maps are listed in this module's docstring).
+
+    Examples
+    --------
+    >>> round(float(to_lam(0.5, "t-cosine")), 6)   # the middle of cosine time is near lambda = 0
+    -0.024627
+    >>> to_lam([0.5, 2.0], "sigma").round(6).tolist()   # lambda = -2 log(sigma)
+    [1.386294, -1.386294]
+    """
     return get_coordinate(coordinate).to_lam(u)
 
 
 def from_lam(lam, coordinate: str | Coordinate):
-    r""":math:`u(\lambda)` in the named coordinate."""
+    r""":math:`u(\lambda)` in the named coordinate.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR values (not NaN).
+    coordinate : str or Coordinate
+        See :func:`get_coordinate`.
+
+    Returns
+    -------
+    ndarray of float64
+        The coordinate :math:`u(\lambda)`, the shape of ``lam``.
+
+    References
+    ----------
+    THEORY.md section 1.
+
+    Examples
+    --------
+    >>> from_lam([-2.0, 0.0, 2.0], "sigma").round(6).tolist()   # sigma = exp(-lambda / 2)
+    [2.718282, 1.0, 0.367879]
+    >>> float(from_lam(0.0, "t-rf"))   # rectified flow: alpha = 1 - t = sigma = t
+    0.5
+    >>> lam = 3.7
+    >>> abs(float(to_lam(from_lam(lam, "t-linear"), "t-linear")) - lam) < 1e-10
+    True
+    """
     return get_coordinate(coordinate).from_lam(lam)
 
 
 def dlam_du(u, coordinate: str | Coordinate):
-    r"""Jacobian :math:`d\lambda/du` (signed) at ``u``."""
+    r"""Jacobian :math:`d\lambda/du` (signed) at ``u``.
+
+    Parameters
+    ----------
+    u : array_like
+        Values of the coordinate, inside its natural domain.
+    coordinate : str or Coordinate
+        See :func:`get_coordinate`.
+
+    Returns
+    -------
+    ndarray of float64
+        :math:`d\lambda/du`, negative for decreasing coordinates (``sigma``, DDPM times).
+
+    Examples
+    --------
+    >>> float(dlam_du(0.5, "t-rf"))   # lambda = 2 log((1 - t)/t): -2 / (t (1 - t))
+    -8.0
+    """
     return get_coordinate(coordinate).dlam_du(u)
 
 
 def du_dlam(lam, coordinate: str | Coordinate):
-    r"""Jacobian :math:`du/d\lambda` (signed) at :math:`u(\lambda)`."""
+    r"""Jacobian :math:`du/d\lambda` (signed) at :math:`u(\lambda)`.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR values.
+    coordinate : str or Coordinate
+        See :func:`get_coordinate`.
+
+    Returns
+    -------
+    ndarray of float64
+        :math:`du/d\lambda = 1/(d\lambda/du)` at :math:`u(\lambda)`, the shape of ``lam``.
+
+    Examples
+    --------
+    >>> float(du_dlam(0.0, "t-rf"))
+    -0.125
+    """
     return get_coordinate(coordinate).du_dlam(lam)
 
 
@@ -351,9 +590,30 @@ def transport_pdf_to_lam(pdf_u, lam, coordinate: str | Coordinate):
     Parameters
     ----------
     pdf_u : callable
-        Vectorised density of ``u``.
+        Vectorised density of ``u`` (per unit ``u``), called on an array of ``u`` values.
     lam : array_like
-        Log-SNR values.
+        Log-SNR values at which the density is wanted.
+    coordinate : str or Coordinate
+        The coordinate ``u`` of ``pdf_u`` (see :func:`get_coordinate`).
+
+    Returns
+    -------
+    ndarray of float64
+        :math:`p_\lambda(\lambda)` per unit log-SNR, the shape of ``lam``.
+
+    References
+    ----------
+    THEORY.md section 1 (densities move between coordinates with the Jacobian).
+
+    Examples
+    --------
+    A standard normal in :math:`\lambda`, moved to :math:`\sigma` and back:
+
+    >>> import math
+    >>> pdf = lambda lam: np.exp(-0.5 * lam**2) / math.sqrt(2 * math.pi)
+    >>> p_sigma = lambda s: transport_pdf_from_lam(pdf, s, "sigma")
+    >>> round(float(transport_pdf_to_lam(p_sigma, 0.0, "sigma")), 10)
+    0.3989422804
     """
     c = get_coordinate(coordinate)
     lam = np.asarray(lam, dtype=np.float64)
@@ -361,7 +621,37 @@ def transport_pdf_to_lam(pdf_u, lam, coordinate: str | Coordinate):
 
 
 def transport_pdf_from_lam(pdf_lam, u, coordinate: str | Coordinate):
-    r"""Density in ``u`` from a density in :math:`\lambda`: :math:`p_u(u) = p_\lambda(\lambda(u))|d\lambda/du|`."""
+    r"""Density in ``u`` from a density in :math:`\lambda`.
+
+    .. math:: p_u(u) = p_\lambda(\lambda(u))\,|d\lambda/du|
+
+    Parameters
+    ----------
+    pdf_lam : callable
+        Vectorised density of :math:`\lambda` (per unit log-SNR).
+    u : array_like
+        Values of the coordinate, inside its natural domain.
+    coordinate : str or Coordinate
+        The target coordinate ``u`` (see :func:`get_coordinate`).
+
+    Returns
+    -------
+    ndarray of float64
+        :math:`p_u(u)` per unit ``u``, the shape of ``u``.
+
+    References
+    ----------
+    THEORY.md section 1.
+
+    Examples
+    --------
+    At :math:`\sigma = 1` (:math:`\lambda = 0`) the Jacobian :math:`|d\lambda/d\sigma| = 2/\sigma` is 2:
+
+    >>> import math
+    >>> pdf = lambda lam: np.exp(-0.5 * lam**2) / math.sqrt(2 * math.pi)
+    >>> round(float(transport_pdf_from_lam(pdf, 1.0, "sigma")), 6)
+    0.797885
+    """
     c = get_coordinate(coordinate)
     u = np.asarray(u, dtype=np.float64)
     return pdf_lam(c.to_lam(u)) * np.abs(c.dlam_du(u))

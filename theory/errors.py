@@ -48,12 +48,39 @@ def _short(value, limit: int = 80) -> str:
 def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> np.ndarray:
     """Coerce ``value`` to a float64 array once, at a public boundary.
 
+    Parameters
+    ----------
+    value : array_like
+        Anything ``numpy.asarray(value, dtype=float64)`` accepts (scalars, lists, arrays).
+    name : str
+        Name of the argument, quoted in error messages.
+    ndim : int, optional
+        Required number of dimensions (not checked when None).
+    shape : tuple of (int or None), optional
+        Required shape; a ``None`` entry accepts any length on that axis.  Only the
+        leading ``len(shape)`` axes are compared.
+
+    Returns
+    -------
+    ndarray of float64
+        ``value`` as a float64 array (no copy when it already is one).  NaN and
+        infinities pass through: use :func:`check_finite` to refuse them.
+
     Raises
     ------
     TypeError
         If ``value`` is not numeric.
     ValueError
         If the number of dimensions or the shape differs from what is required.
+
+    Examples
+    --------
+    >>> as_float_array([1, 2, 3], "x", ndim=1).tolist()
+    [1.0, 2.0, 3.0]
+    >>> as_float_array([[1.0, 2.0]], "x", shape=(2, None))
+    Traceback (most recent call last):
+    ...
+    ValueError: x must have shape (2, None) (None = any); got (1, 2) (axis 0)
     """
     try:
         arr = np.asarray(value, dtype=np.float64)
@@ -69,7 +96,32 @@ def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> 
 
 
 def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
-    """Raise ``ValueError`` if ``arr`` holds a NaN or an infinity."""
+    """Raise ``ValueError`` if ``arr`` holds a NaN or an infinity.
+
+    Parameters
+    ----------
+    arr : array_like
+        Values to check (any shape).
+    name : str
+        Name of the argument, quoted in the error message.
+
+    Returns
+    -------
+    ndarray
+        ``np.asarray(arr)``, unchanged, when every entry is finite.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the index of the first non-finite entry and its value.
+
+    Examples
+    --------
+    >>> check_finite([0.0, float("nan")], "v")
+    Traceback (most recent call last):
+    ...
+    ValueError: v must be finite; entry 1 is nan
+    """
     arr = np.asarray(arr)
     if not np.all(np.isfinite(arr)):
         bad = int(np.flatnonzero(~np.isfinite(arr.ravel()))[0])
@@ -80,7 +132,36 @@ def check_finite(arr: np.ndarray, name: str) -> np.ndarray:
 
 
 def check_choice(value: str, name: str, allowed: Iterable[str]) -> str:
-    """Raise ``ValueError`` unless ``value`` is one of ``allowed``."""
+    """Raise ``ValueError`` unless ``value`` is one of ``allowed``.
+
+    Parameters
+    ----------
+    value : str
+        The choice made by the caller (a non-string is always refused).
+    name : str
+        Name of the argument, quoted in the error message.
+    allowed : iterable of str
+        The accepted values, listed in the error message in this order.
+
+    Returns
+    -------
+    str
+        ``value``, unchanged.
+
+    Raises
+    ------
+    ValueError
+        Listing every allowed value and the value received.
+
+    Examples
+    --------
+    >>> check_choice("full", "tier", ("quick", "full"))
+    'full'
+    >>> check_choice("fast", "tier", ("quick", "full"))
+    Traceback (most recent call last):
+    ...
+    ValueError: tier must be one of 'quick', 'full'; got 'fast'
+    """
     allowed = tuple(allowed)
     if not isinstance(value, str) or value not in allowed:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {_short(value)}")
@@ -88,7 +169,38 @@ def check_choice(value: str, name: str, allowed: Iterable[str]) -> str:
 
 
 def check_interval(lo, hi, name: str = "interval", *, allow_infinite: bool = False) -> tuple[float, float]:
-    """Validate an interval ``[lo, hi]`` with ``lo < hi`` (finite unless ``allow_infinite``)."""
+    """Validate an interval ``[lo, hi]`` with ``lo < hi`` (finite unless ``allow_infinite``).
+
+    Parameters
+    ----------
+    lo, hi : float
+        End points (anything ``float()`` accepts).
+    name : str, default 'interval'
+        Name of the argument, quoted in error messages.
+    allow_infinite : bool, default False
+        Accept ``-inf`` / ``inf`` end points.
+
+    Returns
+    -------
+    tuple of float
+        ``(float(lo), float(hi))``.
+
+    Raises
+    ------
+    TypeError
+        If an end point is not a real number.
+    ValueError
+        If an end point is NaN, infinite (unless allowed), or ``lo >= hi``.
+
+    Examples
+    --------
+    >>> check_interval(-1, 2)
+    (-1.0, 2.0)
+    >>> check_interval(3.0, 1.0, "[lam_min, lam_max]")
+    Traceback (most recent call last):
+    ...
+    ValueError: [lam_min, lam_max] must satisfy lo < hi (a non-empty, non-inverted interval); got (3.0, 1.0)
+    """
     try:
         lo_f, hi_f = float(lo), float(hi)
     except (TypeError, ValueError) as exc:
@@ -103,7 +215,32 @@ def check_interval(lo, hi, name: str = "interval", *, allow_infinite: bool = Fal
 
 
 def check_positive(arr, name: str) -> np.ndarray:
-    """Raise ``ValueError`` unless every entry is finite and > 0."""
+    """Raise ``ValueError`` unless every entry is finite and > 0.
+
+    Parameters
+    ----------
+    arr : array_like
+        Values to check (any shape).
+    name : str
+        Name of the argument, quoted in the error message.
+
+    Returns
+    -------
+    ndarray of float64
+        ``arr`` as a float64 array.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the flat index of the first offending entry and its value.
+
+    Examples
+    --------
+    >>> check_positive([1.0, 0.0], "sigma_data")
+    Traceback (most recent call last):
+    ...
+    ValueError: sigma_data must be > 0 everywhere; entry 1 is 0.0
+    """
     arr = check_finite(np.asarray(arr, dtype=np.float64), name)
     if np.any(arr <= 0):
         bad = int(np.flatnonzero(arr.ravel() <= 0)[0])
@@ -112,7 +249,30 @@ def check_positive(arr, name: str) -> np.ndarray:
 
 
 def check_nonnegative(arr, name: str) -> np.ndarray:
-    """Raise ``ValueError`` unless every entry is finite and >= 0."""
+    """Raise ``ValueError`` unless every entry is finite and >= 0.
+
+    Parameters
+    ----------
+    arr : array_like
+        Values to check (any shape).
+    name : str
+        Name of the argument, quoted in the error message.
+
+    Returns
+    -------
+    ndarray of float64
+        ``arr`` as a float64 array.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, the flat index of the first offending entry and its value.
+
+    Examples
+    --------
+    >>> check_nonnegative([0.0, 2.0], "weights").tolist()
+    [0.0, 2.0]
+    """
     arr = check_finite(np.asarray(arr, dtype=np.float64), name)
     if np.any(arr < 0):
         bad = int(np.flatnonzero(arr.ravel() < 0)[0])
@@ -124,6 +284,33 @@ def as_generator(rng=None) -> np.random.Generator:
     """Turn ``rng`` (``Generator``, integer seed or ``None``) into a ``numpy.random.Generator``.
 
     ``None`` gives a fresh, OS-seeded generator; pass a seed for reproducible output.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator, int or None
+        A generator (returned as is, so its stream continues), a non-negative
+        seed for ``numpy.random.default_rng``, or None.
+
+    Returns
+    -------
+    numpy.random.Generator
+
+    Raises
+    ------
+    TypeError
+        For any other type, including ``bool`` and the legacy ``RandomState``.
+    ValueError
+        For a negative seed.
+
+    Examples
+    --------
+    >>> a = as_generator(42).random(3)
+    >>> bool((a == as_generator(42).random(3)).all())   # same seed, same stream
+    True
+    >>> as_generator(1.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: rng must be a numpy.random.Generator, an int seed or None; got float
     """
     if isinstance(rng, np.random.Generator):
         return rng
@@ -137,7 +324,29 @@ def as_generator(rng=None) -> np.random.Generator:
 
 
 def check_count(n, name: str = "n") -> int:
-    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` below 1)."""
+    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` below 1).
+
+    Parameters
+    ----------
+    n : int
+        The count (Python or numpy integer).
+    name : str, default 'n'
+        Name of the argument, quoted in error messages.
+
+    Returns
+    -------
+    int
+        ``int(n)``.
+
+    Examples
+    --------
+    >>> check_count(3)
+    3
+    >>> check_count(0, "reps")
+    Traceback (most recent call last):
+    ...
+    ValueError: reps must be >= 1; got 0
+    """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be a positive integer; got {n!r}")
     if n < 1:
@@ -146,14 +355,49 @@ def check_count(n, name: str = "n") -> int:
 
 
 def as_lam(lam) -> np.ndarray:
-    """Log-SNR levels as a finite float64 array of any shape."""
+    """Log-SNR levels as a finite float64 array of any shape.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR values :math:`\\lambda = \\log(\\alpha^2/\\sigma^2)` (THEORY.md section 1).
+
+    Returns
+    -------
+    ndarray of float64
+        Same shape as ``lam``.
+
+    Raises
+    ------
+    ValueError
+        If an entry is NaN or infinite (message names ``lam``).
+    """
     lam = as_float_array(lam, "lam")
     check_finite(lam, "lam")
     return lam
 
 
 def scalar_lam(lam) -> float:
-    """One finite log-SNR level (``ValueError`` for arrays)."""
+    """One finite log-SNR level (``ValueError`` for arrays).
+
+    Parameters
+    ----------
+    lam : float or 0-d array_like
+        A log-SNR value.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> scalar_lam(2)
+    2.0
+    >>> scalar_lam([1.0, 2.0])
+    Traceback (most recent call last):
+    ...
+    ValueError: lam must be a scalar here; got shape (2,)
+    """
     arr = as_lam(lam)
     if arr.ndim != 0:
         raise ValueError(f"lam must be a scalar here; got shape {arr.shape}")
@@ -164,6 +408,34 @@ def points_and_levels(x, dim: int, lam, *, allow_1d: bool = False):
     """Observations ``x`` of shape (n, dim) and levels ``lam`` (scalar or (n,)) broadcast to (n,).
 
     With ``allow_1d`` and ``dim == 1``, a 1-D ``x`` is read as n points on the line.
+
+    Parameters
+    ----------
+    x : array_like, shape (n, dim)
+        Noisy observations (finite).
+    dim : int
+        Data dimension D the model expects.
+    lam : float or array_like, shape (n,)
+        Log-SNR of every observation (one level for all, or one per row).
+    allow_1d : bool, default False
+        Accept a 1-D ``x`` of shape (n,) when ``dim == 1``.
+
+    Returns
+    -------
+    x : ndarray of float64, shape (n, dim)
+    lam : ndarray of float64, shape (n,)
+        A read-only broadcast view when a scalar level was given.
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape of ``x`` or ``lam``, or a non-finite entry.
+
+    Examples
+    --------
+    >>> x, lam = points_and_levels([0.5, -1.0], 1, 3.0, allow_1d=True)
+    >>> x.shape, lam.tolist()
+    ((2, 1), [3.0, 3.0])
     """
     x = as_float_array(x, "x")
     if allow_1d and x.ndim == 1 and dim == 1:
