@@ -27,7 +27,6 @@ import numpy as np
 from noisealloc.figures import _common as C
 
 NAME = "fig5_efficiency"
-SIGMA_DATA = 0.5
 
 
 def _sizes(quick: bool) -> dict:
@@ -45,16 +44,6 @@ def _specs(mnist_dir):
     if mnist_dir:
         specs.append(f"mnist:{mnist_dir}")
     return specs
-
-
-def data_std(model, *, rng=0) -> float:
-    """Per-coordinate standard deviation of the data (exact for Dirac mixtures, else 8192 samples)."""
-    if hasattr(model, "atoms"):
-        from noisealloc.verify.training import data_scale
-
-        return data_scale(model)
-    x = model.sample_x0(8192, rng=rng)
-    return float(np.sqrt(np.mean(np.var(x, axis=0))))
 
 
 def schedule_weights(pdf_values, lam) -> np.ndarray:
@@ -86,7 +75,7 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
     from noisealloc.solvers import solve
     from noisealloc.solvers.problems import _natural_family, build_problem
     from noisealloc.theory.entropic import entropic_pdf_values, independent_learner_factor
-    from noisealloc.theory.schedules import builtin_schedules
+    from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
 
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
     family = _natural_family(model)
@@ -100,10 +89,9 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
     if mc:  # the problem's h came from the default MC size; use the figure's size and seed
         h = model.entropy_rate(lam, n_samples=sizes["h_samples"], rng=seed).value
     h = np.maximum(np.asarray(h, float), 1e-300)
-    s = data_std(model, rng=seed)
-    shift = 2.0 * np.log(s / SIGMA_DATA)
-    scheds = builtin_schedules(sizes["lam_min"] + shift, sizes["lam_max"] + shift)
-    pdfs = {name: sch.pdf(lam + shift) for name, sch in scheds.items()}
+    s = data_scale(model, rng=seed)
+    shift = heuristic_shift(s)
+    pdfs = shifted_heuristic_pdfs(lam, s)
     pdfs["sqrt-entropic"] = entropic_pdf_values(lam, h, rule="sqrt-entropy")[1]
     pdfs["entropic"] = entropic_pdf_values(lam, h, rule="entropy")[1]
     with warnings.catch_warnings(record=True) as caught:

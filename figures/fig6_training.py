@@ -58,8 +58,8 @@ def datasets(mnist=None) -> list[tuple[str, bool, object]]:
 
 
 def _schedules(model, sizes, seed):
+    from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic
     from noisealloc.theory.entropic import entropic_schedule
-    from noisealloc.verify.training import data_scale, shifted_heuristic
 
     lam = np.linspace(LAM_MIN, LAM_MAX, sizes["h_levels"])
     opts = {"n_samples": sizes["h_samples"], "rng": seed} if model.choose_method() == "monte-carlo" else {}
@@ -69,7 +69,7 @@ def _schedules(model, sizes, seed):
         "sqrt-entropic": entropic_schedule(lam, np.maximum(h, 1e-300), name="sqrt-entropic"),
         "edm_lognormal": shifted_heuristic("edm_lognormal", s, LAM_MIN, LAM_MAX),
         "cosine": shifted_heuristic("cosine", s, LAM_MIN, LAM_MAX),
-    }, s, 2.0 * np.log(s / 0.5)
+    }, s, heuristic_shift(s)
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:

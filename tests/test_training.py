@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
 
+from noisealloc.theory.data_scale import data_scale, shifted_heuristic
 from noisealloc.theory.dirac import DiracMixture
 from noisealloc.verify import training as T
 
@@ -13,11 +13,6 @@ from noisealloc.verify import training as T
 @pytest.fixture(scope="module")
 def model():
     return DiracMixture(np.array([[-1.0, 0.5], [1.0, -0.5], [0.0, 1.5]]))
-
-
-def test_data_scale_matches_direct_moments(model):
-    x = model.atoms
-    assert T.data_scale(model) == pytest.approx(np.sqrt(np.mean(np.var(x, axis=0))), rel=1e-14)
 
 
 def test_fit_readout_is_the_weighted_ridge_solution(model):
@@ -71,21 +66,9 @@ def test_samples_to_target_exact_on_power_laws():
         T.samples_to_target(N, g, 0.0)
 
 
-def test_shifted_heuristic_is_the_truncated_shifted_normal():
-    # EDM: lambda ~ N(2.4, 2.4^2); moved to data of scale s: N(2.4 - 2 log(s/0.5), 2.4^2) truncated to the interval.
-    s, lo, hi = 1.3, -8.0, 8.0
-    sch = T.shifted_heuristic("edm_lognormal", s, lo, hi)
-    mu = 2.4 - 2 * np.log(s / 0.5)
-    ref = stats.truncnorm((lo - mu) / 2.4, (hi - mu) / 2.4, loc=mu, scale=2.4)
-    lam = np.linspace(lo + 0.01, hi - 0.01, 57)
-    np.testing.assert_allclose(sch.pdf(lam), ref.pdf(lam), rtol=2e-4)
-    with pytest.raises(ValueError, match="name must be one of"):
-        T.shifted_heuristic("nope", s, lo, hi)
-
-
 def test_training_curve_same_seed_identical_and_seeds_differ(model):
     ev = T.make_eval_set(model, -6.0, 6.0, levels=9, n=32, rng=0)
-    sch = T.shifted_heuristic("cosine", T.data_scale(model), -6.0, 6.0)
+    sch = shifted_heuristic("cosine", data_scale(model), -6.0, 6.0)
     a = T.training_curve(model, sch, [32, 64], [0, 1], ev, q=16)
     b = T.training_curve(model, sch, [32, 64], [0, 1], ev, q=16)
     np.testing.assert_array_equal(a.gaps, b.gaps)
@@ -97,7 +80,7 @@ def test_gap_falls_with_more_samples(model):
     # With many samples per feature the variance term shrinks: the mean gap over seeds at N = 4096 is
     # below that at N = 32 (q = 64 features, so N = 32 is deep in the noisy regime).
     ev = T.make_eval_set(model, -6.0, 6.0, levels=13, n=64, rng=0)
-    sch = T.shifted_heuristic("edm_lognormal", T.data_scale(model), -6.0, 6.0)
+    sch = shifted_heuristic("edm_lognormal", data_scale(model), -6.0, 6.0)
     c = T.training_curve(model, sch, [32, 4096], [0, 1, 2], ev, q=64)
     assert c.mean[1] < c.mean[0] - 2 * np.hypot(c.stderr[0], c.stderr[1])
 
@@ -110,7 +93,7 @@ def test_bad_feature_map(bad, match):
 
 def test_bad_training_inputs(model):
     ev = T.make_eval_set(model, -2.0, 2.0, levels=3, n=4, rng=0)
-    sch = T.shifted_heuristic("cosine", 1.0, -2.0, 2.0)
+    sch = shifted_heuristic("cosine", 1.0, -2.0, 2.0)
     with pytest.raises(ValueError, match="N_values"):
         T.training_curve(model, sch, [], [0], ev, q=4)
     with pytest.raises(ValueError, match="N_values"):

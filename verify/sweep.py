@@ -466,7 +466,8 @@ def cell_training(*, data: str, schedule: str, N: int, seed: int = 0, q: int = 2
     from noisealloc.theory.datasets import load_data, load_digits
     from noisealloc.theory.dirac import DiracMixture
     from noisealloc.theory.entropic import entropic_schedule
-    from noisealloc.verify.training import data_scale, make_eval_set, shifted_heuristic, training_curve
+    from noisealloc.theory.data_scale import data_scale, shifted_heuristic
+    from noisealloc.verify.training import make_eval_set, training_curve
 
     if data == "digits-binarised":
         model = DiracMixture(np.where(load_digits()[0] > 0.0, 1.0, -1.0))

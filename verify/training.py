@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from noisealloc.theory.data_scale import data_scale
 from noisealloc.theory.errors import as_generator, check_interval
 
 __all__ = [
@@ -44,42 +45,7 @@ __all__ = [
     "elbo_gap",
     "training_curve",
     "samples_to_target",
-    "data_scale",
-    "shifted_heuristic",
 ]
-
-#: Per-coordinate data scale the heuristic schedules assume (EDM's sigma_data).
-SIGMA_DATA = 0.5
-
-
-def data_scale(model) -> float:
-    r"""Per-coordinate standard deviation :math:`s = \sqrt{\mathrm{tr\,Cov}(x_0)/D}` of a Dirac mixture."""
-    atoms = np.asarray(model.atoms, float)
-    w = np.asarray(model.weights, float)
-    mean = w @ atoms
-    var = w @ np.sum((atoms - mean) ** 2, axis=1)
-    return float(np.sqrt(var / atoms.shape[1]))
-
-
-def shifted_heuristic(name: str, s: float, lam_min: float, lam_max: float, *, sigma_data: float = SIGMA_DATA,
-                      knots: int = 1025):
-    r"""A built-in heuristic schedule moved to data of scale ``s``: :math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`.
-
-    A schedule designed for data at scale :math:`\sigma_{data}` sees the same noise-to-signal ratio on
-    data scaled by :math:`c = s/\sigma_{data}` at :math:`\lambda = \lambda_h - 2\log c`.  Returned as a
-    :class:`~noisealloc.theory.schedules.TabulatedSchedule` on ``[lam_min, lam_max]`` (renormalised).
-    """
-    from noisealloc.theory.schedules import TabulatedSchedule, builtin_schedules
-
-    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
-    shift = 2.0 * np.log(float(s) / float(sigma_data))
-    scheds = builtin_schedules(lo + shift, hi + shift)
-    if name not in scheds:
-        raise ValueError(f"name must be one of {tuple(scheds)}; got {name!r}")
-    lam = np.linspace(lo, hi, int(knots))
-    pdf = scheds[name].pdf(lam + shift)
-    return TabulatedSchedule(lam, np.maximum(pdf, 1e-300), name=f"{name} (shifted {shift:+.3f})")
-
 
 @dataclass(frozen=True)
 class FeatureMap:
