@@ -91,6 +91,9 @@ class QuadratureResult:
         Final number of intervals over all problems.
     nfev : int
         Integrand evaluations (points).
+    info : dict
+        Free-form diagnostics (empty as returned by :func:`adaptive_gauss_kronrod`;
+        not part of equality).
     """
 
     value: np.ndarray
@@ -116,11 +119,19 @@ def graded_breakpoints(cuts, lo, hi, scale, *, first=8.0, ratio=16.0, max_terms=
     Parameters
     ----------
     cuts : array_like, shape (n_problems, n_cuts)
-        Cut points (NaN or infinite entries are ignored).
+        Cut points (NaN or infinite entries are ignored); a single row is
+        broadcast to every problem.
     lo, hi : array_like, shape (n_problems,)
         Integration range of each problem, ``lo < hi``.
     scale : array_like, shape (n_problems,)
         Smallest feature width, > 0.
+    first : float, default 8.0
+        First offset from a cut, in units of ``scale``.
+    ratio : float, default 16.0
+        Geometric growth of the offsets, > 1.
+    max_terms : int, optional
+        Cap on the number of offsets per side of a cut (default: as many as
+        needed to cover ``hi - lo``).
 
     Returns
     -------
@@ -128,6 +139,18 @@ def graded_breakpoints(cuts, lo, hi, scale, *, first=8.0, ratio=16.0, max_terms=
         Interval ends (zero-length intervals removed).
     pid : ndarray of int, shape (n_intervals,)
         Problem index of each interval.
+
+    References
+    ----------
+    THEORY.md section 3.1 (boundary layers of Dirac mixtures at high SNR).
+
+    Examples
+    --------
+    One problem on :math:`[-1, 1]` with a feature of width 0.01 at 0:
+
+    >>> a, b, pid = graded_breakpoints([[0.0]], [-1.0], [1.0], [0.01])
+    >>> a.round(4).tolist(), b.round(4).tolist(), pid.tolist()
+    ([-1.0, -0.08, 0.0, 0.08], [-0.08, 0.0, 0.08, 1.0], [0, 0, 0, 0])
     """
     cuts = np.atleast_2d(np.asarray(cuts, dtype=np.float64))
     lo = np.asarray(lo, dtype=np.float64).reshape(-1)
@@ -190,12 +213,67 @@ def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, ato
     intervals whose error exceeds that tolerance divided by the problem's
     interval count (this always splits at least the worst one).
 
+    .. math:: I_p = \sum_{i:\,\mathrm{pid}_i = p} \frac{b_i - a_i}{2}
+              \sum_{j=1}^{21} w^{K}_j\, f\Big(\frac{a_i + b_i}{2} + \frac{b_i - a_i}{2} x_j,\ p\Big),
+              \qquad \mathrm{err}_p = \sum_i \big|K_{21}(i) - G_{10}(i)\big| .
+
+    Parameters
+    ----------
+    f : callable
+        ``f(x, pid) -> array of shape (n_out, len(x))``: integrands at flat points ``x``
+        of the problems ``pid`` (float64 and intp arrays of equal length).  It must
+        return a 2-D array even when ``n_out == 1``.
+    a, b : array_like, shape (n_intervals,)
+        Initial interval ends, ``a < b`` (e.g. from :func:`graded_breakpoints`).
+    pid : array_like of int, shape (n_intervals,)
+        Problem index of each interval, in ``range(n_problems)``.
+    n_problems : int
+        Number of problems.
+    n_out : int, default 1
+        Number of integrands sharing the nodes.
+    rtol, atol : float, default 1e-11, 0.0
+        Per-problem, per-output tolerance :math:`\max(\mathrm{rtol}\,|I_p|, \mathrm{atol})`
+        on the summed error estimate.
+    max_rounds : int, default 60
+        Refinement rounds before giving up.
+    max_intervals : int, default 4_000_000
+        Interval budget over all problems before giving up.
+    warn : bool, default True
+        Emit a ``ConvergenceWarning`` when a problem misses its tolerance.
+    active : array_like of bool, shape (n_out, n_problems), optional
+        Outputs whose tolerance counts for each problem (default: all).
+
     Returns
     -------
     QuadratureResult
+        ``value`` and ``abs_error`` of shape ``(n_out, n_problems)``, ``success``,
+        the counters ``nit`` (rounds), ``nfev`` (points) and ``n_intervals``.
         Unconverged problems (round or interval budget exhausted, or intervals
         that can no longer be halved in float64) set ``success=False`` and emit a
         :class:`~noisealloc.theory.errors.ConvergenceWarning` when ``warn``.
+
+    References
+    ----------
+    Piessens et al. (1983), QUADPACK (the ``qk21`` rule); THEORY.md section 3.1.
+
+    Examples
+    --------
+    Two problems in one call, :math:`\int_0^1 e^x dx = e - 1` and :math:`\int_0^\pi \sin x\, dx = 2`:
+
+    >>> f = lambda x, p: np.where(p == 0, np.exp(x), np.sin(x))[None, :]
+    >>> res = adaptive_gauss_kronrod(f, [0.0, 0.0], [1.0, np.pi], [0, 1], 2)
+    >>> res.value.round(12).tolist(), res.success
+    ([[1.718281828459, 2.0]], True)
+
+    A layer of width 1e-4 at 0 (mass 1): the graded mesh resolves it in fewer points
+    than bisection from the plain interval would need.
+
+    >>> d = 1e-4
+    >>> g = lambda x, p: (np.exp(-np.abs(x) / d) / (2 * d))[None, :]
+    >>> a, b, pid = graded_breakpoints([[0.0]], [-1.0], [1.0], [d])
+    >>> res = adaptive_gauss_kronrod(g, a, b, pid, 1)
+    >>> round(float(res.value[0, 0]), 10), res.nfev < adaptive_gauss_kronrod(g, [-1.0], [1.0], [0], 1).nfev
+    (1.0, True)
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)

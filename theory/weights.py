@@ -72,7 +72,34 @@ def _lam(lam) -> np.ndarray:
 
 
 def elbo_weight(lam):
-    r"""ELBO weight :math:`W(\lambda) = \tfrac12 e^{\lambda}` (finite for :math:`\lambda < 709`)."""
+    r"""ELBO weight :math:`W(\lambda) = \tfrac12 e^{\lambda}` (finite for :math:`\lambda < 709`).
+
+    With this weight :math:`\int W\,\mathrm{mmse}\,d\lambda` is the diffusion ELBO (the I-MMSE
+    relation :math:`dI/d\lambda = \tfrac12 e^\lambda\,\mathrm{mmse}`), the default evaluation
+    weight :math:`\omega` of THEORY.md section 4.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda` (not NaN).
+
+    Returns
+    -------
+    float or ndarray of float64
+        :math:`W(\lambda)` per unit log-SNR on the x0-MSE; a float for scalar input,
+        else the shape of ``lam``.
+
+    References
+    ----------
+    THEORY.md sections 2 and 5; Kingma et al. (2021), Variational Diffusion Models.
+
+    Examples
+    --------
+    >>> float(elbo_weight(0.0))
+    0.5
+    >>> elbo_weight([0.0, 2.0]).round(6).tolist()
+    [0.5, 3.694528]
+    """
     lam = _lam(lam)
     return np.exp(lam - math.log(2.0))[()]
 
@@ -84,6 +111,32 @@ def edm_weight(lam, sigma_data: float = 0.5, P_mean: float = -1.2, P_std: float 
 
     computed as :math:`\tfrac12\exp(\log N + \mathrm{logaddexp}(\lambda, -2\log\sigma_{data}))`
     so it stays finite (and underflows gracefully to 0) for any finite :math:`\lambda`.
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda` (not NaN).
+    sigma_data : float, default 0.5
+        EDM's data standard deviation per coordinate, > 0.
+    P_mean, P_std : float, default -1.2, 1.2
+        EDM's training law :math:`\ln\sigma \sim N(P_{mean}, P_{std}^2)`; ``P_std > 0``.
+
+    Returns
+    -------
+    float or ndarray of float64
+        :math:`W_{EDM}(\lambda) \ge 0` per unit log-SNR on the x0-MSE (EDM's sampling
+        density included); a float for scalar input, else the shape of ``lam``.
+
+    References
+    ----------
+    Karras et al. (2022), EDM, Table 1; Kingma & Gao (2023), Appendix D; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> round(float(edm_weight(0.0)), 6)
+    0.252053
+    >>> round(float(edm_weight(2.4, sigma_data=1.0)), 6)   # at the mode of N(2.4, 2.4^2)
+    0.999282
     """
     lam = _lam(lam)
     sigma_data = float(check_positive(np.float64(sigma_data), "sigma_data"))
@@ -96,14 +149,57 @@ def edm_weight(lam, sigma_data: float = 0.5, P_mean: float = -1.2, P_std: float 
 
 
 def min_snr_weight(lam, gamma: float = 5.0):
-    r"""Min-SNR-:math:`\gamma` weight :math:`W(\lambda) = \tfrac12 \min(e^{\lambda}, \gamma)` (Hang et al. 2023)."""
+    r"""Min-SNR-:math:`\gamma` weight :math:`W(\lambda) = \tfrac12 \min(e^{\lambda}, \gamma)` (Hang et al. 2023).
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda` (not NaN).
+    gamma : float, default 5.0
+        SNR cap :math:`\gamma > 0`.
+
+    Returns
+    -------
+    float or ndarray of float64
+        :math:`W(\lambda)`: the ELBO weight below :math:`\lambda = \log\gamma`, constant
+        :math:`\gamma/2` above; a float for scalar input, else the shape of ``lam``.
+
+    References
+    ----------
+    Hang et al. (2023), Efficient Diffusion Training via Min-SNR Weighting Strategy; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> [round(float(min_snr_weight(lam, gamma=5.0)), 6) for lam in (0.0, 10.0)]
+    [0.5, 2.5]
+    """
     lam = _lam(lam)
     gamma = float(check_positive(np.float64(gamma), "gamma"))
     return (0.5 * np.exp(np.minimum(lam, math.log(gamma))))[()]
 
 
 def uniform_weight(lam):
-    r"""Uniform weight :math:`W(\lambda) = 1` (plain x0-MSE averaged uniformly over :math:`\lambda`)."""
+    r"""Uniform weight :math:`W(\lambda) = 1` (plain x0-MSE averaged uniformly over :math:`\lambda`).
+
+    Parameters
+    ----------
+    lam : array_like
+        Log-SNR :math:`\lambda` (not NaN).
+
+    Returns
+    -------
+    float or ndarray of float64
+        Ones, a float for scalar input, else the shape of ``lam``.
+
+    References
+    ----------
+    THEORY.md section 5.
+
+    Examples
+    --------
+    >>> uniform_weight([-3.0, 4.0]).tolist()
+    [1.0, 1.0]
+    """
     lam = _lam(lam)
     return np.ones(lam.shape)[()]
 
@@ -114,6 +210,31 @@ class Weight:
 
     Calling it evaluates the function and checks the result: a negative or NaN
     value raises ``ValueError`` (a weight is a non-negative measure density).
+
+    Parameters
+    ----------
+    name : str
+        Name of the weight (a key of :data:`WEIGHT_NAMES`, or a free label).
+    func : callable
+        ``func(lam, **params)`` returning :math:`W(\lambda)` per unit log-SNR.
+    params : dict, optional
+        Keyword arguments bound to ``func`` (e.g. ``{"gamma": 5.0}``).
+
+    Attributes
+    ----------
+    name, func, params
+        As given; ``Weight(lam)`` returns ``func(lam, **params)`` as a float for scalar
+        input, else an array of the shape of ``lam``.
+
+    Examples
+    --------
+    >>> w = Weight("half", lambda lam: 0.5 + 0.0 * np.asarray(lam))
+    >>> float(w(3.0))
+    0.5
+    >>> Weight("neg", lambda lam: -1.0 + 0.0 * np.asarray(lam))(0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: weight 'neg' must be >= 0; got -1.0
     """
 
     name: str
@@ -136,9 +257,22 @@ def tabulated_weight(lam_knots, values, name: str = "tabulated") -> Weight:
     Parameters
     ----------
     lam_knots : array_like, shape (K,)
-        Strictly increasing, finite log-SNR values.
+        Strictly increasing, finite log-SNR values, K >= 2.
     values : array_like, shape (K,)
         Finite and >= 0 (a negative weight raises ``ValueError``).
+    name : str, default 'tabulated'
+        Name of the returned weight.
+
+    Returns
+    -------
+    Weight
+        :math:`W(\lambda)` = ``np.interp(lam, lam_knots, values)`` (the knots and values are copied).
+
+    Examples
+    --------
+    >>> w = tabulated_weight([0.0, 2.0], [1.0, 3.0])
+    >>> float(w(1.0)), float(w(5.0))   # linear inside, constant beyond the last knot
+    (2.0, 3.0)
     """
     x = check_finite(as_float_array(lam_knots, "lam_knots", ndim=1), "lam_knots")
     if x.size < 2 or np.any(np.diff(x) <= 0):
@@ -165,7 +299,31 @@ WEIGHT_NAMES = tuple(_REGISTRY)
 
 
 def get_weight(name: str, **params) -> Weight:
-    """Look up an evaluation weight by name and bind its parameters.
+    r"""Look up an evaluation weight by name and bind its parameters.
+
+    Parameters
+    ----------
+    name : {'elbo', 'edm', 'min_snr', 'uniform'}
+        One of :data:`WEIGHT_NAMES`.
+    **params
+        Keyword parameters of that weight (``sigma_data``, ``P_mean``, ``P_std`` for
+        ``'edm'``; ``gamma`` for ``'min_snr'``); checked now, by one evaluation at
+        :math:`\lambda = 0`, so a bad value fails here rather than at first use.
+
+    Returns
+    -------
+    Weight
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (listing the allowed ones) or a bad parameter value.
+    TypeError
+        For a parameter the weight does not take.
+
+    References
+    ----------
+    THEORY.md section 5 (evaluation weights).
 
     Examples
     --------
