@@ -136,7 +136,17 @@ class Distribution(abc.ABC):
     Works in log space: ``logcdf``, ``logsf`` and their inverses ``ppf_log``
     (:math:`\ell \mapsto F^{-1}(e^\ell)`) and ``isf_log``
     (:math:`\ell \mapsto S^{-1}(e^\ell)`), so truncations deep in a tail keep
-    full relative accuracy.
+    full relative accuracy.  ``pdf``, ``cdf``, ``sf``, ``ppf``, ``isf`` and
+    ``sample`` are derived from them.  Subclasses: :class:`Normal`,
+    :class:`Laplace`, :class:`Uniform`; :class:`TruncatedSchedule` restricts one
+    to an interval.
+
+    Attributes
+    ----------
+    mean : float
+        Mean of the untruncated law.
+    std : float
+        Standard deviation of the untruncated law.
     """
 
     @abc.abstractmethod
@@ -170,29 +180,69 @@ class Distribution(abc.ABC):
         """Standard deviation of the untruncated law."""
 
     def pdf(self, u):
+        r"""Density :math:`p(u) = e^{\log p(u)}`, the shape of ``u``."""
         return np.exp(self.logpdf(np.asarray(u, dtype=np.float64)))
 
     def cdf(self, u):
+        r""":math:`F(u) = P(U \le u)`, the shape of ``u``."""
         return np.exp(self.logcdf(np.asarray(u, dtype=np.float64)))
 
     def sf(self, u):
+        r""":math:`S(u) = P(U > u)`, accurate in the upper tail."""
         return np.exp(self.logsf(np.asarray(u, dtype=np.float64)))
 
     def ppf(self, q):
+        r"""Quantile :math:`F^{-1}(q)` for ``q`` in ``[0, 1]``."""
         return self.ppf_log(_log(np.asarray(q, dtype=np.float64)))
 
     def isf(self, q):
+        r"""Inverse survival function :math:`S^{-1}(q)`, accurate for small ``q``."""
         return self.isf_log(_log(np.asarray(q, dtype=np.float64)))
 
     def sample(self, n: int, *, rng=None) -> np.ndarray:
-        """``n`` draws by inversion of a uniform clamped to ``[U_CLAMP, 1 - U_CLAMP]``."""
+        """``n`` draws by inversion of a uniform clamped to ``[U_CLAMP, 1 - U_CLAMP]``.
+
+        Parameters
+        ----------
+        n : int
+            Number of draws, >= 0.
+        rng : numpy.random.Generator, int or None
+            Source of randomness (keyword-only); a seed gives reproducible draws.
+
+        Returns
+        -------
+        ndarray of float64, shape (n,)
+        """
         n = _check_n(n)
         q = np.clip(as_generator(rng).random(n), tolerances.U_CLAMP, 1.0 - tolerances.U_CLAMP)
         return self.ppf(q)
 
 
 class Normal(Distribution):
-    r"""Normal law :math:`N(\mu, s^2)`; CDF tails through ``log_ndtr`` / ``ndtri_exp``."""
+    r"""Normal law :math:`N(\mu, s^2)`; CDF tails through ``log_ndtr`` / ``ndtri_exp``.
+
+    .. math:: p(u) = \frac{1}{s\sqrt{2\pi}} e^{-(u - \mu)^2 / 2s^2}
+
+    Parameters
+    ----------
+    mu : float
+        Mean, finite.
+    sd : float
+        Standard deviation :math:`s > 0`.
+
+    Attributes
+    ----------
+    mu, sd : float
+        As given.
+
+    Examples
+    --------
+    >>> law = Normal(2.4, 2.4)               # EDM's lambda before truncation
+    >>> float(law.cdf(2.4)), round(float(law.ppf(0.975)), 6)
+    (0.5, 7.103914)
+    >>> round(float(law.logsf(40.0)), 6)     # deep upper tail, no underflow in log space
+    -126.39673
+    """
 
     def __init__(self, mu: float, sd: float):
         self.mu = float(check_finite(np.float64(mu), "mu"))
@@ -230,7 +280,26 @@ class Normal(Distribution):
 
 
 class Laplace(Distribution):
-    r"""Laplace law :math:`p(u) = \frac{1}{2b} e^{-|u-\mu|/b}`."""
+    r"""Laplace law :math:`p(u) = \frac{1}{2b} e^{-|u-\mu|/b}`.
+
+    Parameters
+    ----------
+    mu : float
+        Location (median), finite.
+    b : float
+        Scale, > 0 (standard deviation :math:`\sqrt2\, b`).
+
+    Attributes
+    ----------
+    mu, b : float
+        As given.
+
+    Examples
+    --------
+    >>> law = Laplace(0.0, 0.5)
+    >>> float(law.cdf(0.0)), round(float(law.ppf(0.9)), 6), round(law.std, 6)
+    (0.5, 0.804719, 0.707107)
+    """
 
     def __init__(self, mu: float, b: float):
         self.mu = float(check_finite(np.float64(mu), "mu"))
@@ -278,7 +347,24 @@ class Laplace(Distribution):
 
 
 class Uniform(Distribution):
-    r"""Uniform law on :math:`[a, b]` (only used truncated to a sub-interval of itself)."""
+    r"""Uniform law on :math:`[a, b]` (only used truncated to a sub-interval of itself).
+
+    Parameters
+    ----------
+    a, b : float
+        Finite end points, ``a < b``.
+
+    Attributes
+    ----------
+    a, b : float
+        As given.
+
+    Examples
+    --------
+    >>> law = Uniform(-12.0, 12.0)
+    >>> float(law.cdf(0.0)), law.mean, round(law.std, 6)
+    (0.5, 0.0, 6.928203)
+    """
 
     def __init__(self, a: float, b: float):
         self.a, self.b = check_interval(a, b, "interval")
@@ -448,7 +534,18 @@ class Schedule(abc.ABC):
         return u
 
     def pdf(self, u):
-        r"""Density :math:`p_u(u)` (zero outside ``interval``); same shape as ``u``."""
+        r"""Density :math:`p_u(u)` (zero outside ``interval``); same shape as ``u``.
+
+        Parameters
+        ----------
+        u : array_like
+            Points of this schedule's coordinate (not NaN).
+
+        Returns
+        -------
+        float or ndarray of float64
+            Probability per unit ``u``; a float for scalar input.
+        """
         u = self._points(u)
         lo, hi = self.interval
         inside = (u >= lo) & (u <= hi)
@@ -457,7 +554,18 @@ class Schedule(abc.ABC):
         return out[()]
 
     def cdf(self, u):
-        r""":math:`F(u) = P(U \le u)`, 0 below ``lo`` and 1 above ``hi``."""
+        r""":math:`F(u) = P(U \le u)`, 0 below ``lo`` and 1 above ``hi``.
+
+        Parameters
+        ----------
+        u : array_like
+            Points of this schedule's coordinate (not NaN).
+
+        Returns
+        -------
+        float or ndarray of float64
+            Values in ``[0, 1]``, the shape of ``u``.
+        """
         u = self._points(u)
         lo, hi = self.interval
         out = np.where(u >= hi, 1.0, 0.0)
@@ -482,7 +590,18 @@ class Schedule(abc.ABC):
         return q
 
     def ppf(self, q):
-        r"""Quantile function :math:`F^{-1}(q)` for ``q`` in ``[0, 1]``; ``ppf(0) = lo``, ``ppf(1) = hi``."""
+        r"""Quantile function :math:`F^{-1}(q)` for ``q`` in ``[0, 1]``; ``ppf(0) = lo``, ``ppf(1) = hi``.
+
+        Parameters
+        ----------
+        q : array_like
+            Levels in ``[0, 1]`` (``ValueError`` otherwise).
+
+        Returns
+        -------
+        float or ndarray of float64
+            Points of ``interval``, the shape of ``q``.
+        """
         q = self._levels(q)
         lo, hi = self.interval
         out = np.clip(self._ppf(q), lo, hi)
@@ -503,20 +622,67 @@ class Schedule(abc.ABC):
         .. math:: u_i = F^{-1}(\min(\max(U_i, c), 1 - c)), \quad U_i \sim \mathrm{Uniform}(0, 1),
 
         with :math:`c` = ``tolerances.U_CLAMP``.  The same ``rng`` seed gives the same draws.
+
+        Parameters
+        ----------
+        n : int
+            Number of draws, >= 0.
+        rng : numpy.random.Generator, int or None
+            Source of randomness (keyword-only).
+
+        Returns
+        -------
+        ndarray of float64, shape (n,)
+            Draws in this schedule's coordinate.
+
+        Examples
+        --------
+        >>> uniform_lambda().sample(3, rng=0).round(6).tolist()
+        [3.28708, -5.525119, -11.016635]
         """
         n = _check_n(n)
         q = np.clip(as_generator(rng).random(n), tolerances.U_CLAMP, 1.0 - tolerances.U_CLAMP)
         return np.asarray(self.ppf(q), dtype=np.float64).reshape(n)
 
     def to(self, coordinate) -> "Schedule":
-        """The same distribution expressed in another coordinate (exact transport)."""
+        r"""The same distribution expressed in another coordinate (exact transport).
+
+        Parameters
+        ----------
+        coordinate : str or Coordinate
+            Target coordinate (see :func:`~noisealloc.theory.coordinates.get_coordinate`).
+
+        Returns
+        -------
+        Schedule
+            ``self`` for its own coordinate, else a :class:`TransportedSchedule` with
+            :math:`p_v(v) = p_u(u(v))\,|du/dv|`.
+
+        Examples
+        --------
+        >>> s = cosine().to("t-cosine")      # uniform in cosine time
+        >>> round(float(s.pdf(0.5)), 6), [round(v, 6) for v in s.interval]
+        (1.00175, [0.000157, 0.998409])
+        """
         c = get_coordinate(coordinate)
         if c.name == self.coordinate.name:
             return self
         return TransportedSchedule(self, c)
 
     def truncate(self, lo: float, hi: float, *, name: str | None = None) -> "Schedule":
-        r"""Restriction to ``[lo, hi]`` (inside ``interval``), renormalised: :math:`p / (F(hi) - F(lo))`."""
+        r"""Restriction to ``[lo, hi]`` (inside ``interval``), renormalised: :math:`p / (F(hi) - F(lo))`.
+
+        Parameters
+        ----------
+        lo, hi : float
+            The sub-interval, in this schedule's coordinate.
+        name : str, optional
+            Name of the result (default: this schedule's name).
+
+        Returns
+        -------
+        TruncatedSchedule
+        """
         lo, hi = check_interval(lo, hi, "interval")
         if not (self.interval[0] <= lo and hi <= self.interval[1]):
             raise ValueError(
@@ -542,6 +708,12 @@ class Schedule(abc.ABC):
             Knots equally spaced in this schedule's coordinate, at equally spaced
             quantiles, or the union of ``n // 2`` of each (the default: the
             quantile knots follow the mass, the uniform ones resolve the tails).
+
+        Returns
+        -------
+        TabulatedSchedule
+            The exact pdf at the knots (duplicates removed), renormalised by the
+            trapezoid rule, in this schedule's coordinate.
         """
         n = _check_n(n)
         if n < 2:
@@ -562,6 +734,23 @@ class Schedule(abc.ABC):
 
         Composite Gauss-Legendre quadrature of :math:`\int \lambda^k p_\lambda\, d\lambda` over
         ``n_cells`` cells of equal probability (``order`` nodes each).
+
+        Parameters
+        ----------
+        n_cells : int, default 256
+            Number of equal-probability cells.
+        order : int, default 16
+            Gauss-Legendre nodes per cell.
+
+        Returns
+        -------
+        mean, std : float
+            Moments of :math:`\lambda` (whatever this schedule's coordinate).
+
+        Examples
+        --------
+        >>> [round(v, 4) for v in edm_lognormal().lam_moments()]   # truncation at +-12 barely moves N(2.4, 2.4^2)
+        [2.3997, 2.3994]
         """
         s = self.to("lambda")
         edges = np.unique(np.asarray(s.ppf(np.linspace(0.0, 1.0, n_cells + 1)), dtype=np.float64))
@@ -580,6 +769,15 @@ class TruncatedSchedule(Schedule):
 
     .. math:: p(u) = \frac{p_0(u)}{F_0(hi) - F_0(lo)}, \quad u \in [lo, hi].
 
+    Parameters
+    ----------
+    law : Distribution
+        The untruncated law :math:`p_0`, a law of ``coordinate``.
+    lo, hi : float
+        Truncation interval, finite, inside the coordinate's natural domain.
+    coordinate : str or Coordinate, default 'lambda'
+    name : str, default 'truncated'
+
     Attributes
     ----------
     untruncated : Distribution
@@ -587,6 +785,12 @@ class TruncatedSchedule(Schedule):
         ``untruncated.sample(n, rng=...)``).
     mass : float
         :math:`F_0(hi) - F_0(lo)`, the probability the untruncated law puts on the interval.
+
+    Examples
+    --------
+    >>> s = TruncatedSchedule(Normal(0.0, 1.0), -1.0, 1.0)
+    >>> round(s.mass, 6), round(float(s.pdf(0.0)), 6)
+    (0.682689, 0.584369)
     """
 
     def __init__(self, law: Distribution, lo: float, hi: float, *, coordinate="lambda", name: str = "truncated"):
@@ -651,6 +855,31 @@ class TransportedSchedule(Schedule):
 
     the second forms when :math:`v(u)` decreases.  ``to`` returns the base
     schedule itself for its own coordinate, so chains never accumulate error.
+
+    Parameters
+    ----------
+    base : Schedule
+        The schedule in its coordinate :math:`u`.
+    coordinate : str or Coordinate
+        The target coordinate :math:`v`.
+    lam_interval : tuple of float, optional
+        The base interval's exact end points in log-SNR, when known (one map
+        from :math:`\lambda` is more accurate than two through the base).
+
+    Attributes
+    ----------
+    base : Schedule
+        As given.
+
+    References
+    ----------
+    THEORY.md section 1 (densities move between coordinates with the Jacobian).
+
+    Examples
+    --------
+    >>> s = TransportedSchedule(uniform_lambda(), "sigma")
+    >>> [round(v, 6) for v in s.interval], s.to("lambda").name
+    ([0.002479, 403.428793], 'uniform_lambda')
     """
 
     def __init__(self, base: Schedule, coordinate, *, lam_interval: tuple[float, float] | None = None):
@@ -829,7 +1058,35 @@ def _in_coordinate(law_coord: str, law: Distribution, lam_min, lam_max, coordina
 
 def uniform_lambda(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX,
                    coordinate="lambda") -> Schedule:
-    r"""Uniform density in log-SNR on :math:`[\lambda_{\min}, \lambda_{\max}]`."""
+    r"""Uniform density in log-SNR on :math:`[\lambda_{\min}, \lambda_{\max}]`.
+
+    .. math:: p(\lambda) = \frac{1}{\lambda_{\max} - \lambda_{\min}}
+
+    Parameters
+    ----------
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    References
+    ----------
+    THEORY.md section 5; Kingma et al. (2021), Variational Diffusion Models.
+
+    Examples
+    --------
+    >>> s = uniform_lambda()
+    >>> round(float(s.pdf(0.0)), 6), float(s.cdf(6.0))
+    (0.041667, 0.75)
+    """
     lo, hi = _lam_interval(lam_min, lam_max)
     return _in_coordinate("lambda", Uniform(lo, hi), lo, hi, coordinate, "uniform_lambda")
 
@@ -839,6 +1096,27 @@ def edm_lognormal_moments(P_mean: float = -1.2, P_std: float = 1.2) -> tuple[flo
 
     .. math:: \ln\sigma \sim N(P_{mean}, P_{std}^2) \implies
               \lambda \sim N(-2 P_{mean}, 4 P_{std}^2); \ (2.4, 2.4) \text{ for the defaults.}
+
+    Parameters
+    ----------
+    P_mean : float, default -1.2
+        Mean of :math:`\ln\sigma`, finite.
+    P_std : float, default 1.2
+        Standard deviation of :math:`\ln\sigma`, > 0.
+
+    Returns
+    -------
+    mean, std : float
+        :math:`(-2P_{mean},\ 2P_{std})`.
+
+    References
+    ----------
+    Karras et al. (2022), EDM, Table 1; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> edm_lognormal_moments()
+    (2.4, 2.4)
     """
     P_mean = float(check_finite(np.float64(P_mean), "P_mean"))
     P_std = float(check_positive(np.float64(P_std), "P_std"))
@@ -852,6 +1130,35 @@ def edm_lognormal(P_mean: float = -1.2, P_std: float = 1.2, *, lam_min: float = 
     In log-SNR :math:`\lambda = -2\ln\sigma \sim N(-2P_{mean}, (2P_{std})^2)`, truncated to
     :math:`[\lambda_{\min}, \lambda_{\max}]`.  The untruncated law is ``schedule.untruncated``
     when ``coordinate='lambda'`` (see also :func:`edm_lognormal_moments`).
+
+    Parameters
+    ----------
+    P_mean : float, default -1.2
+        Mean of :math:`\ln\sigma`, finite.
+    P_std : float, default 1.2
+        Standard deviation of :math:`\ln\sigma`, > 0.
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    References
+    ----------
+    Karras et al. (2022), EDM, Table 1; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> s = edm_lognormal()
+    >>> round(s.mass, 6), round(float(s.ppf(0.5)), 4)   # almost all of N(2.4, 2.4^2) lies in [-12, 12]
+    (0.999968, 2.3999)
     """
     mu, sd = edm_lognormal_moments(P_mean, P_std)
     return _in_coordinate("lambda", Normal(mu, sd), lam_min, lam_max, coordinate, "edm_lognormal")
@@ -861,6 +1168,31 @@ def cosine(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX
     r"""Uniform in cosine time ``t-cosine`` (Nichol & Dhariwal 2021), restricted to :math:`[\lambda_{\min}, \lambda_{\max}]`.
 
     In :math:`\lambda`: :math:`p(\lambda) \propto |dt/d\lambda|`.
+
+    Parameters
+    ----------
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    References
+    ----------
+    Nichol & Dhariwal (2021), Improved DDPM, eq. (17); THEORY.md section 5.
+
+    Examples
+    --------
+    >>> s = cosine()
+    >>> round(float(s.cdf(0.0)), 6)      # half the cosine-time mass lies above lambda = 0
+    0.503239
     """
     return _in_coordinate("t-cosine", Uniform(0.0, 1.0), lam_min, lam_max, coordinate, "cosine")
 
@@ -871,6 +1203,35 @@ def linear_beta_uniform_t(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = 
 
     :math:`\lambda(t=1) = -\log\mathrm{expm1}(\beta_{\min} + \tfrac12(\beta_{\max} - \beta_{\min})) \approx -10.05`,
     so with the defaults the :math:`\lambda` interval is :math:`[-10.05, 12]`.
+
+    Parameters
+    ----------
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    Raises
+    ------
+    ValueError
+        When ``[lam_min, lam_max]`` does not meet the image of :math:`t \in [0, 1]`.
+
+    References
+    ----------
+    Ho et al. (2020), DDPM; Song et al. (2021), score SDEs (the VP-SDE linear :math:`\beta`); THEORY.md section 5.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in linear_beta_uniform_t().lam_interval]
+    [-10.05, 12.0]
     """
     return _in_coordinate("t-linear", Uniform(0.0, 1.0), lam_min, lam_max, coordinate, "linear_beta_uniform_t",
                           clip=(0.0, 1.0))
@@ -884,6 +1245,35 @@ def logit_normal_sd3(m: float = 0.0, s: float = 1.0, *, lam_min: float = DEFAULT
     :math:`\lambda \sim N(-2m, (2s)^2)`; it is implemented that way (no Jacobian
     round-off), and ``.to('t-rf')`` gives the logit-normal density
     :math:`\varphi((\mathrm{logit}\,t - m)/s) / (s\,t(1-t))`.
+
+    Parameters
+    ----------
+    m : float, default 0.0
+        Location of :math:`\mathrm{logit}(t)`, finite.
+    s : float, default 1.0
+        Scale of :math:`\mathrm{logit}(t)`, > 0.
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    References
+    ----------
+    Esser et al. (2024), Scaling Rectified Flow Transformers (SD3), section 3.1; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> t = logit_normal_sd3().to("t-rf")
+    >>> round(float(t.pdf(0.5)), 6)      # phi(0) / (0.25 * mass)
+    1.595769
     """
     m = float(check_finite(np.float64(m), "m"))
     s = float(check_positive(np.float64(s), "s"))
@@ -892,7 +1282,37 @@ def logit_normal_sd3(m: float = 0.0, s: float = 1.0, *, lam_min: float = DEFAULT
 
 def laplace_lambda(mu: float = 0.0, b: float = 0.5, *, lam_min: float = DEFAULT_LAM_MIN,
                    lam_max: float = DEFAULT_LAM_MAX, coordinate="lambda") -> Schedule:
-    r"""Laplace density in log-SNR, :math:`p(\lambda) \propto e^{-|\lambda - \mu|/b}` (Hang et al. 2024, Improved Noise Schedule)."""
+    r"""Laplace density in log-SNR, :math:`p(\lambda) \propto e^{-|\lambda - \mu|/b}` (Hang et al. 2024, Improved Noise Schedule).
+
+    Parameters
+    ----------
+    mu : float, default 0.0
+        Location in log-SNR, finite.
+    b : float, default 0.5
+        Scale, > 0.
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    Schedule
+        A :class:`TruncatedSchedule` of the law in its own coordinate, or a
+        :class:`TransportedSchedule` of it when ``coordinate`` differs.
+
+    References
+    ----------
+    Hang, Gu, Geng et al. (2024), Improved Noise Schedule for Diffusion Training; THEORY.md section 5.
+
+    Examples
+    --------
+    >>> s = laplace_lambda()
+    >>> float(s.cdf(0.0)), round(float(s.pdf(0.0)), 6)   # 1/(2b) at the mode
+    (0.5, 1.0)
+    """
     return _in_coordinate("lambda", Laplace(mu, b), lam_min, lam_max, coordinate, "laplace_lambda")
 
 
@@ -910,5 +1330,32 @@ BUILTIN_NAMES = tuple(_BUILTINS)
 
 def builtin_schedules(lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX,
                       coordinate="lambda") -> dict[str, Schedule]:
-    """All built-in schedules with default parameters on ``[lam_min, lam_max]``, keyed by name."""
+    """All built-in schedules with default parameters on ``[lam_min, lam_max]``, keyed by name.
+
+    Parameters
+    ----------
+    lam_min, lam_max : float, default -12.0, 12.0
+        Training interval in log-SNR (finite, ``lam_min < lam_max``); the law is
+        truncated to its image and renormalised.
+    coordinate : str or Coordinate, default 'lambda'
+        Coordinate of the returned schedule (see
+        :func:`~noisealloc.theory.coordinates.get_coordinate`); the change is exact.
+
+    Returns
+    -------
+    dict of str -> Schedule
+        Keys :data:`BUILTIN_NAMES`, in that order.
+
+    References
+    ----------
+    THEORY.md section 5 (schedules to compare).
+
+    Examples
+    --------
+    >>> scheds = builtin_schedules()
+    >>> list(scheds)
+    ['uniform_lambda', 'edm_lognormal', 'cosine', 'linear_beta_uniform_t', 'logit_normal_sd3', 'laplace_lambda']
+    >>> {k: round(float(v.cdf(0.0)), 4) for k, v in scheds.items()}
+    {'uniform_lambda': 0.5, 'edm_lognormal': 0.1587, 'cosine': 0.5032, 'linear_beta_uniform_t': 0.7411, 'logit_normal_sd3': 0.5, 'laplace_lambda': 0.5}
+    """
     return {name: fn(lam_min=lam_min, lam_max=lam_max, coordinate=coordinate) for name, fn in _BUILTINS.items()}
