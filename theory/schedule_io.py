@@ -72,7 +72,31 @@ N_INVERSE_CDF = 1025
 
 
 def atomic_write(path, write) -> Path:
-    """Call ``write(binary_file)`` on a temporary file in ``path``'s directory, then ``os.replace`` it onto ``path``."""
+    """Call ``write(binary_file)`` on a temporary file in ``path``'s directory, then ``os.replace`` it onto ``path``.
+
+    A reader never sees a half-written file: either the old content or the new.
+    If ``write`` raises, the temporary file is removed and the exception propagates.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination; its directory must exist.
+    write : callable
+        ``write(fh)`` writes the content to the open binary file ``fh``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = atomic_write(os.path.join(tmp, "note.txt"), lambda fh: fh.write(b"hello"))
+    ...     print(out.name, out.read_text(), os.listdir(tmp))
+    note.txt hello ['note.txt']
+    """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
@@ -96,7 +120,38 @@ def _as_tabulated(schedule: Schedule, n: int, spacing: str) -> TabulatedSchedule
 
 
 def schedule_to_dict(schedule: Schedule, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> dict:
-    """Schema-v1 dictionary of ``schedule`` (tabulated with ``n`` knots unless already tabulated)."""
+    """Schema-v1 dictionary of ``schedule`` (tabulated with ``n`` knots unless already tabulated).
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Any schedule of :mod:`noisealloc.theory.schedules`.
+    n : int, default 513
+        Knots of the tabulation of a parametric schedule (:meth:`Schedule.tabulate`;
+        duplicates are removed, so the file can hold a few fewer).  Ignored for a
+        :class:`~noisealloc.theory.schedules.TabulatedSchedule`, which is written as is.
+    spacing : {'uniform', 'quantile', 'both'}, default 'both'
+        Knot placement of that tabulation.
+    meta : dict, optional
+        JSON-serialisable provenance; ``lam_interval`` and ``source`` are added
+        unless given.
+
+    Returns
+    -------
+    dict
+        Keys ``format``, ``version``, ``name``, ``coordinate``, ``interval``, ``knots``,
+        ``pdf``, ``cdf``, ``inverse_cdf`` (``{"q", "u"}``, 1025 levels) and ``meta``
+        (see the module docstring); arrays as lists of floats.
+
+    Examples
+    --------
+    >>> from noisealloc.theory.schedules import TabulatedSchedule
+    >>> d = schedule_to_dict(TabulatedSchedule([0.0, 1.0, 2.0], [1.0, 2.0, 1.0]))
+    >>> d["format"], d["version"], d["cdf"]
+    ('noisealloc.schedule', 1, [0.0, 0.5, 1.0])
+    >>> [round(v, 6) for v in d["pdf"]]                 # normalised
+    [0.333333, 0.666667, 0.333333]
+    """
     tab = _as_tabulated(schedule, n, spacing)
     q = np.linspace(0.0, 1.0, N_INVERSE_CDF)
     meta = dict(meta or {})
@@ -126,7 +181,36 @@ def _check_header(d, fmt: str) -> None:
 
 
 def schedule_from_dict(d: dict) -> TabulatedSchedule:
-    """Inverse of :func:`schedule_to_dict`; checks the stored CDF and interval against the knots and pdf."""
+    """Inverse of :func:`schedule_to_dict`; checks the stored CDF and interval against the knots and pdf.
+
+    Parameters
+    ----------
+    d : dict
+        A schema-v1 entry (``inverse_cdf`` and ``meta`` are optional and not read).
+
+    Returns
+    -------
+    TabulatedSchedule
+        Built from ``knots``, ``pdf``, ``coordinate`` and ``name``.
+
+    Raises
+    ------
+    ValueError
+        Wrong ``format`` or ``version``, missing keys, a stored ``cdf`` that differs
+        from the one implied by ``knots`` and ``pdf`` by more than
+        ``tolerances.EXPORT_ROUNDTRIP_RTOL``, or an ``interval`` other than the end knots.
+
+    Examples
+    --------
+    >>> from noisealloc.theory.schedules import TabulatedSchedule
+    >>> d = schedule_to_dict(TabulatedSchedule([0.0, 1.0, 2.0], [1.0, 2.0, 1.0]))
+    >>> schedule_from_dict(d).cdf_values.tolist()
+    [0.0, 0.5, 1.0]
+    >>> schedule_from_dict(dict(d, cdf=[0.0, 0.4, 1.0]))
+    Traceback (most recent call last):
+    ...
+    ValueError: cdf of schedule 'tabulated' does not match its knots and pdf (corrupt file?)
+    """
     _check_header(d, FORMAT)
     missing = [k for k in ("name", "coordinate", "interval", "knots", "pdf", "cdf") if k not in d]
     if missing:
@@ -144,19 +228,94 @@ def schedule_from_dict(d: dict) -> TabulatedSchedule:
 
 
 def save_json(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> Path:
-    """Write one schedule as schema-v1 JSON (atomically)."""
+    """Write one schedule as schema-v1 JSON (atomically).
+
+    Parameters
+    ----------
+    schedule : Schedule
+        The schedule to export.
+    path : str or path-like
+        Destination file.
+    n : int, default 513
+        Knots of the tabulation of a parametric schedule (:meth:`Schedule.tabulate`;
+        duplicates are removed, so the file can hold a few fewer).  Ignored for a
+        :class:`~noisealloc.theory.schedules.TabulatedSchedule`, which is written as is.
+    spacing : {'uniform', 'quantile', 'both'}, default 'both'
+        Knot placement of that tabulation.
+    meta : dict, optional
+        Provenance stored under ``meta``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from noisealloc.theory.schedules import edm_lognormal
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     back = load_json(save_json(edm_lognormal(), os.path.join(tmp, "edm.json"), n=257))
+    >>> back.name, back.coordinate.name, back.knots.size
+    ('edm_lognormal', 'lambda', 255)
+    """
     d = schedule_to_dict(schedule, n=n, spacing=spacing, meta=meta)
     return atomic_write(path, lambda fh: fh.write(json.dumps(d, indent=1, allow_nan=False).encode()))
 
 
 def load_json(path) -> TabulatedSchedule:
-    """Read one schedule written by :func:`save_json`."""
+    """Read one schedule written by :func:`save_json`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A schema-v1 JSON file.
+
+    Returns
+    -------
+    TabulatedSchedule
+
+    Raises
+    ------
+    ValueError
+        If the content is not a valid schema-v1 schedule (see :func:`schedule_from_dict`).
+    """
     with open(path, encoding="utf-8") as fh:
         return schedule_from_dict(json.load(fh))
 
 
 def save_npz(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> Path:
-    """Write one schedule as ``.npz`` (no object arrays; load with ``allow_pickle=False``), atomically."""
+    """Write one schedule as ``.npz`` (no object arrays; load with ``allow_pickle=False``), atomically.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        The schedule to export.
+    path : str or path-like
+        Destination file (give it the ``.npz`` suffix; nothing is appended).
+    n : int, default 513
+        Knots of the tabulation of a parametric schedule (:meth:`Schedule.tabulate`;
+        duplicates are removed, so the file can hold a few fewer).  Ignored for a
+        :class:`~noisealloc.theory.schedules.TabulatedSchedule`, which is written as is.
+    spacing : {'uniform', 'quantile', 'both'}, default 'both'
+        Knot placement of that tabulation.
+    meta : dict, optional
+        Provenance, stored as a JSON string in the ``meta`` array.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from noisealloc.theory.schedules import TabulatedSchedule
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     back = load_npz(save_npz(TabulatedSchedule([0.0, 1.0, 2.0], [1.0, 2.0, 1.0]), os.path.join(tmp, "s.npz")))
+    >>> back.cdf_values.tolist()
+    [0.0, 0.5, 1.0]
+    """
     d = schedule_to_dict(schedule, n=n, spacing=spacing, meta=meta)
     arrays = {
         "format": np.array(d["format"]),
@@ -175,7 +334,22 @@ def save_npz(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", m
 
 
 def load_npz(path) -> TabulatedSchedule:
-    """Read one schedule written by :func:`save_npz` (``allow_pickle=False``)."""
+    """Read one schedule written by :func:`save_npz` (``allow_pickle=False``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        An ``.npz`` file with the schema-v1 arrays.
+
+    Returns
+    -------
+    TabulatedSchedule
+
+    Raises
+    ------
+    ValueError
+        If the arrays are not a valid schema-v1 schedule (see :func:`schedule_from_dict`).
+    """
     with np.load(path, allow_pickle=False) as z:
         d = {
             "format": str(z["format"]),
@@ -191,7 +365,47 @@ def load_npz(path) -> TabulatedSchedule:
 
 
 def save_schedules_json(schedules, path, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> Path:
-    """Write several schedules (a mapping name -> Schedule, or a sequence) to one JSON file, atomically."""
+    """Write several schedules (a mapping name -> Schedule, or a sequence) to one JSON file, atomically.
+
+    Each entry is stored under its own ``Schedule.name`` (a mapping's keys are not used).
+
+    Parameters
+    ----------
+    schedules : dict of str -> Schedule, or sequence of Schedule
+        Schedules with distinct names.
+    path : str or path-like
+        Destination file.
+    n : int, default 513
+        Knots of the tabulation of a parametric schedule (:meth:`Schedule.tabulate`;
+        duplicates are removed, so the file can hold a few fewer).  Ignored for a
+        :class:`~noisealloc.theory.schedules.TabulatedSchedule`, which is written as is.
+    spacing : {'uniform', 'quantile', 'both'}, default 'both'
+        Knot placement of that tabulation.
+    meta : dict, optional
+        Provenance of the whole collection.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        If two schedules share a name.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from noisealloc.theory.schedules import cosine, edm_lognormal
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = save_schedules_json([edm_lognormal(), cosine()], os.path.join(tmp, "schedules.json"))
+    ...     loaded = load_schedules_json(path)
+    >>> list(loaded)
+    ['edm_lognormal', 'cosine']
+    >>> round(float(loaded["edm_lognormal"].cdf(2.4)), 4)   # the median of N(2.4, 2.4^2) survives the round trip
+    0.5
+    """
     items = list(schedules.values()) if isinstance(schedules, dict) else list(schedules)
     names = [s.name for s in items]
     if len(set(names)) != len(names):
@@ -206,7 +420,23 @@ def save_schedules_json(schedules, path, *, n: int = 513, spacing: str = "both",
 
 
 def load_schedules_json(path) -> dict[str, TabulatedSchedule]:
-    """Read a file written by :func:`save_schedules_json`: ``{name: TabulatedSchedule}`` in file order."""
+    """Read a file written by :func:`save_schedules_json`: ``{name: TabulatedSchedule}`` in file order.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``noisealloc.schedules`` version-1 JSON file.
+
+    Returns
+    -------
+    dict of str -> TabulatedSchedule
+        In file order.
+
+    Raises
+    ------
+    ValueError
+        Wrong format or version, a malformed entry, or a duplicate name.
+    """
     with open(path, encoding="utf-8") as fh:
         doc = json.load(fh)
     _check_header(doc, COLLECTION_FORMAT)
@@ -235,8 +465,11 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     Parameters
     ----------
     table : mapping
+        Holds ``knots``, ``pdf`` and ``cdf``: 1-D, equal length >= 2.
     n : int
+        Number of draws, >= 0.
     rng : numpy.random.Generator, int or None
+        Source of randomness (a seed gives reproducible draws).
     u_clamp : float
         Levels are clamped to ``[u_clamp, 1 - u_clamp]`` (as in :meth:`Schedule.sample`).
 
@@ -244,6 +477,17 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     -------
     ndarray, shape (n,)
         Samples in the table's coordinate.
+
+    Examples
+    --------
+    The same seed gives the same draws as the schedule's own sampler:
+
+    >>> from noisealloc.theory.schedules import TabulatedSchedule
+    >>> tab = TabulatedSchedule([0.0, 1.0, 2.0], [1.0, 2.0, 1.0])
+    >>> sample_from_table(schedule_to_dict(tab), 4, rng=0).round(6).tolist()
+    [1.217241, 0.618246, 0.116173, 0.048411]
+    >>> tab.sample(4, rng=0).round(6).tolist()
+    [1.217241, 0.618246, 0.116173, 0.048411]
     """
     x = np.asarray(table["knots"], dtype=np.float64)
     f = np.asarray(table["pdf"], dtype=np.float64)
