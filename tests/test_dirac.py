@@ -23,10 +23,10 @@ def test_1d_against_mpmath(lam):
     m = DiracMixture(ATOMS_1D, W_1D)
     info = m.information(lam)
     ref_mmse, ref_h = R.dirac_1d(ATOMS_1D, W_1D, lam)
-    assert info["mmse"].method == "quadrature"
-    np.testing.assert_allclose(info["mmse"].value, float(ref_mmse), rtol=QUAD_RTOL)
-    np.testing.assert_allclose(info["conditional_entropy"].value, float(ref_h), rtol=QUAD_RTOL)
-    assert info["mmse"].error_check < QUAD_RTOL
+    assert info.mmse.method == "quadrature"
+    np.testing.assert_allclose(info.mmse.value, float(ref_mmse), rtol=QUAD_RTOL)
+    np.testing.assert_allclose(info.conditional_entropy.value, float(ref_h), rtol=QUAD_RTOL)
+    assert info.mmse.error_check < QUAD_RTOL
 
 
 @pytest.mark.slow
@@ -35,9 +35,9 @@ def test_2d_against_mpmath(lam):
     m = DiracMixture(ATOMS_2D, W_2D)
     info = m.information(lam)
     ref_mmse, ref_h, err = R.dirac_2d(ATOMS_2D, W_2D, lam)
-    assert info["mmse"].method == "quadrature"
-    np.testing.assert_allclose(info["mmse"].value, float(ref_mmse), rtol=QUAD_RTOL)
-    np.testing.assert_allclose(info["conditional_entropy"].value, float(ref_h), rtol=QUAD_RTOL)
+    assert info.mmse.method == "quadrature"
+    np.testing.assert_allclose(info.mmse.value, float(ref_mmse), rtol=QUAD_RTOL)
+    np.testing.assert_allclose(info.conditional_entropy.value, float(ref_h), rtol=QUAD_RTOL)
 
 
 def test_2d_nested_rule_matches_1d_on_a_rotated_line():
@@ -58,9 +58,9 @@ def test_projection_to_span():
     m3 = DiracMixture([[1.0, 0.0, 2.0], [1.0, 0.5, 2.0], [1.0, 1.3, 2.0]])
     m1 = DiracMixture([0.0, 0.5, 1.3])
     a, b = m3.information([0.0, 4.0]), m1.information([0.0, 4.0])
-    assert a["mmse"].method == "projected-quadrature"
-    np.testing.assert_allclose(a["mmse"].value, b["mmse"].value, rtol=QUAD_RTOL)
-    np.testing.assert_allclose(a["conditional_entropy"].value, b["conditional_entropy"].value, rtol=QUAD_RTOL)
+    assert a.mmse.method == "projected-quadrature"
+    np.testing.assert_allclose(a.mmse.value, b.mmse.value, rtol=QUAD_RTOL)
+    np.testing.assert_allclose(a.conditional_entropy.value, b.conditional_entropy.value, rtol=QUAD_RTOL)
 
 
 @given(dirac_mixtures(dim=1), lams(-5, 5))
@@ -82,15 +82,15 @@ def test_budget_1d(model):
 def test_limits_and_extreme_levels():
     m = DiracMixture(ATOMS_1D, W_1D)
     info = m.information([-50.0, 50.0])
-    h = info["conditional_entropy"].value
-    assert np.all(np.isfinite(h)) and np.all(np.isfinite(info["mmse"].value))
+    h = info.conditional_entropy.value
+    assert np.all(np.isfinite(h)) and np.all(np.isfinite(info.mmse.value))
     np.testing.assert_allclose(h[0], m.entropy, rtol=1e-12)
     assert h[1] == 0.0
     rate = m.entropy_rate([-50.0, 50.0]).value
     assert np.all(np.isfinite(rate)) and rate[1] == 0.0
     # lam -> -inf: mmse -> total variance of the atoms
     var = np.sum(m.weights * (m.atoms[:, 0] - m.weights @ m.atoms[:, 0]) ** 2)
-    np.testing.assert_allclose(info["mmse"].value[0], var, rtol=1e-12)
+    np.testing.assert_allclose(info.mmse.value[0], var, rtol=1e-12)
 
 
 def test_transport_of_entropy_rate():

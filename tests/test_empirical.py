@@ -26,6 +26,7 @@ from noisealloc.theory.empirical import (
     posterior_weights_blocked,
     stratified_mean_stderr,
 )
+from noisealloc.theory.information import entropy_rate_from_mmse
 from noisealloc.theory.tolerances import EMPIRICAL_DENSE_RTOL, EMPIRICAL_FLOAT32_RTOL, EPS, MC_NSIGMA
 
 # --- references ---------------------------------------------------------------------------------
@@ -285,7 +286,7 @@ def exact_ref_1d():
 def test_monte_carlo_matches_quad_reference(exact_ref_1d, stratify):
     out = monte_carlo_information(MU_1D, W_1D, LAM_1D, n_samples=4001, rng=123, stratify=stratify)
     for key, col in (("mmse", 0), ("conditional_entropy", 1)):
-        est = out[key]
+        est = getattr(out, key)
         assert est.method == "monte-carlo" and est.n_samples == 4001
         ref = exact_ref_1d[:, col]
         z = (est.value - ref) / est.stderr
@@ -293,7 +294,13 @@ def test_monte_carlo_matches_quad_reference(exact_ref_1d, stratify):
         # the test has power: standard errors are small compared with the values (lam <= 1;
         # at lam = 3 the MMSE is made of rare boundary crossings and only the z-score is checked)
         assert np.all(est.stderr[:4] < 0.05 * ref[:4]), f"{key}: stderr {est.stderr} vs {ref}"
-    np.testing.assert_allclose(out["entropy_rate"].value, 0.5 * np.exp(LAM_1D) * out["mmse"].value, rtol=1e-15)
+    # the toolkit's one formula for h (overflow-free 1/2 e^lam mmse), applied to the MMSE estimate
+    np.testing.assert_array_equal(out.entropy_rate.value, entropy_rate_from_mmse(LAM_1D, out.mmse).value)
+    np.testing.assert_array_equal(out.entropy_rate.stderr, entropy_rate_from_mmse(LAM_1D, out.mmse).stderr)
+    # exp(lam - log 2 + log mmse) rounds its argument: a relative error of a few eps times |argument|
+    arg = np.abs(LAM_1D - np.log(2.0) + np.log(out.mmse.value))
+    np.testing.assert_allclose(out.entropy_rate.value, 0.5 * np.exp(LAM_1D) * out.mmse.value,
+                               rtol=4 * EPS * (1.0 + arg.max()))
 
 
 def test_stderr_is_calibrated(exact_ref_1d):
@@ -302,7 +309,7 @@ def test_stderr_is_calibrated(exact_ref_1d):
     z = []
     for seed in range(30):
         out = monte_carlo_information(MU_1D, W_1D, LAM_1D[2:4], n_samples=200, rng=seed)
-        z.append((out["conditional_entropy"].value - exact_ref_1d[2:4, 1]) / out["conditional_entropy"].stderr)
+        z.append((out.conditional_entropy.value - exact_ref_1d[2:4, 1]) / out.conditional_entropy.stderr)
     z2 = np.mean(np.square(z), axis=0)
     assert np.all((0.35 <= z2) & (z2 <= 2.0)), z2
 
@@ -343,7 +350,7 @@ def test_budget_identity_within_standard_errors():
 def test_extreme_levels_limits():
     mu, w = small_mixture(4, 12, 3)
     out = monte_carlo_information(mu, w, [-50.0, 50.0], n_samples=500, rng=1)
-    H, M = out["conditional_entropy"], out["mmse"]
+    H, M = out.conditional_entropy, out.mmse
     assert np.all(np.isfinite(H.value)) and np.all(np.isfinite(M.value))
     H_pi = -(w * np.log(w)).sum()
     # at lam = -50 the weights equal pi up to ~e^{-25}: every sample's entropy is H(pi)
@@ -351,7 +358,7 @@ def test_extreme_levels_limits():
     total_var = float(w @ ((mu - w @ mu) ** 2).sum(1))
     assert abs(M.value[0] - total_var) <= MC_NSIGMA * M.stderr[0]
     assert H.value[1] == 0.0 and M.value[1] == 0.0
-    assert np.all(np.isfinite(out["entropy_rate"].value)) and out["entropy_rate"].value[1] == 0.0
+    assert np.all(np.isfinite(out.entropy_rate.value)) and out.entropy_rate.value[1] == 0.0
 
 
 def test_duplicate_atoms_are_handled():
@@ -361,7 +368,7 @@ def test_duplicate_atoms_are_handled():
     out = monte_carlo_information(mu, w, [50.0], n_samples=600, rng=2)
     # samples from the pair have H = h2(1/3); from the third atom H = 0
     expect = 0.75 * -(1 / 3 * np.log(1 / 3) + 2 / 3 * np.log(2 / 3))
-    assert abs(out["conditional_entropy"].value[0] - expect) <= MC_NSIGMA * out["conditional_entropy"].stderr[0] + 1e-12
+    assert abs(out.conditional_entropy.value[0] - expect) <= MC_NSIGMA * out.conditional_entropy.stderr[0] + 1e-12
 
 
 def test_zero_weight_atoms_are_ignored():
@@ -370,8 +377,8 @@ def test_zero_weight_atoms_are_ignored():
     mu0 = np.vstack([mu, [[0.1, 0.2]]])
     a = monte_carlo_information(mu, w, [0.0, 2.0], n_samples=100, rng=5)
     b = monte_carlo_information(mu0, w0, [0.0, 2.0], n_samples=100, rng=5)
-    np.testing.assert_allclose(a["mmse"].value, b["mmse"].value, rtol=1e-13)
-    np.testing.assert_allclose(a["conditional_entropy"].value, b["conditional_entropy"].value, rtol=1e-13)
+    np.testing.assert_allclose(a.mmse.value, b.mmse.value, rtol=1e-13)
+    np.testing.assert_allclose(a.conditional_entropy.value, b.conditional_entropy.value, rtol=1e-13)
 
 
 # --- reproducibility, shapes, progress -----------------------------------------------------------------
@@ -383,10 +390,11 @@ def test_same_seed_identical_output():
     b = monte_carlo_information(mu, w, [[-1.0, 0.0], [1.0, 2.0]], n_samples=50, rng=42)
     c = monte_carlo_information(mu, w, [[-1.0, 0.0], [1.0, 2.0]], n_samples=50, rng=43)
     for key in ("mmse", "conditional_entropy", "entropy_rate"):
-        assert a[key].value.shape == (2, 2)
-        assert np.array_equal(a[key].value, b[key].value) and np.array_equal(a[key].stderr, b[key].stderr)
-        assert not np.array_equal(a[key].value, c[key].value)
-    assert a["mmse"].info["seed"] == 42
+        ea, eb, ec = (getattr(r, key) for r in (a, b, c))
+        assert ea.value.shape == (2, 2)
+        assert np.array_equal(ea.value, eb.value) and np.array_equal(ea.stderr, eb.stderr)
+        assert not np.array_equal(ea.value, ec.value)
+    assert a.mmse.info["seed"] == 42
     d1 = draw_common_random_numbers(w, 9, 4, rng=7)
     d2 = draw_common_random_numbers(w, 9, 4, rng=7)
     assert np.array_equal(d1.atom_index, d2.atom_index) and np.array_equal(d1.eps, d2.eps)
@@ -394,9 +402,9 @@ def test_same_seed_identical_output():
 
 def test_seed_recorded_when_none():
     out = monte_carlo_information(np.eye(3), None, [0.0], n_samples=4, rng=None)
-    seed = out["mmse"].info["seed"]
+    seed = out.mmse.info["seed"]
     again = monte_carlo_information(np.eye(3), None, [0.0], n_samples=4, rng=seed)
-    assert np.array_equal(out["mmse"].value, again["mmse"].value)
+    assert np.array_equal(out.mmse.value, again.mmse.value)
 
 
 def test_block_size_does_not_change_results():
@@ -416,7 +424,7 @@ def test_progress_bar_same_numbers(capsys):
     mu, w = small_mixture(8, 20, 3)
     a = monte_carlo_information(mu, w, [0.0], n_samples=8, rng=0, progress=True, block_size=5)
     b = monte_carlo_information(mu, w, [0.0], n_samples=8, rng=0, progress=False, block_size=5)
-    assert np.array_equal(a["mmse"].value, b["mmse"].value)
+    assert np.array_equal(a.mmse.value, b.mmse.value)
 
 
 def test_stratification_draws():

@@ -17,8 +17,8 @@ def test_circle_against_mpmath(lam):
     c = Circle(0.7, dim=3)
     info = c.information(lam)
     ref_m, ref_i = R.circle(0.7, lam)
-    np.testing.assert_allclose(info["mmse"].value, float(ref_m), rtol=QUAD_RTOL)
-    np.testing.assert_allclose(info["mutual_information"].value, float(ref_i), rtol=QUAD_RTOL)
+    np.testing.assert_allclose(info.mmse.value, float(ref_m), rtol=QUAD_RTOL)
+    np.testing.assert_allclose(info.mutual_information.value, float(ref_i), rtol=QUAD_RTOL)
 
 
 def test_bessel_ratio_against_mpmath():
@@ -35,12 +35,12 @@ def test_i_mmse_and_limits():
     fd = (c.mutual_information(lam + s).value - c.mutual_information(lam - s).value) / (2 * s)
     np.testing.assert_allclose(fd, c.entropy_rate(lam).value, rtol=1e-6)
     ext = c.information([-50.0, 50.0])
-    np.testing.assert_allclose(ext["mmse"].value[0], 1.3**2, rtol=1e-12)
-    np.testing.assert_allclose(ext["mutual_information"].value[0], 0.5 * 1.3**2 * np.exp(-50.0), rtol=1e-9)
+    np.testing.assert_allclose(ext.mmse.value[0], 1.3**2, rtol=1e-12)
+    np.testing.assert_allclose(ext.mutual_information.value[0], 0.5 * 1.3**2 * np.exp(-50.0), rtol=1e-9)
     np.testing.assert_allclose(c.entropy_rate(50.0).value, 0.5, rtol=1e-9)
     # high SNR: I ~ 1/2 log(2 pi r^2 e^lam) - 1/2 (entropy of the angle's Laplace approximation),
     # with a relative error O(1 / (r^2 e^lam)) ~ e^-50, far below the tolerance.
-    np.testing.assert_allclose(ext["mutual_information"].value[1], 0.5 * np.log(2 * np.pi * 1.69 * np.exp(50.0)) - 0.5,
+    np.testing.assert_allclose(ext.mutual_information.value[1], 0.5 * np.log(2 * np.pi * 1.69 * np.exp(50.0)) - 0.5,
                                rtol=QUAD_RTOL)
 
 

@@ -68,7 +68,7 @@ import numpy as np
 from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
-from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 
 __all__ = ["DiracMixture", "QUAD_HALF_WIDTH", "QUAD_MAX_ATOMS", "QUAD_RTOL_TARGET"]
@@ -85,6 +85,8 @@ QUAD_RTOL_TARGET = 1e-11
 _INNER_RTOL = 1e-12
 _TINY = 1e-300
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
+# Monte-Carlo sample count when none is given.
+_DEFAULT_SAMPLES = 4096
 # Atoms x span dimension from which the denoiser uses the blocked GEMM engine: below it the
 # per-point reference-atom kernel is as fast and handles a level per point.
 _BLOCKED_MIN_SIZE = 512
@@ -320,9 +322,19 @@ class DiracMixture:
             return "quadrature" if r == self.dim else "projected-quadrature"
         return "monte-carlo"
 
+    @property
+    def monte_carlo(self) -> bool:
+        """Whether ``method="auto"`` is Monte Carlo (the :class:`~noisealloc.theory.protocol.DataModel` flag).
+
+        The information methods always accept ``n_samples``, ``rng`` and the engine options; they are
+        used only by the Monte-Carlo method.
+        """
+        return self.choose_method() == "monte-carlo"
+
     def information(self, lam, *, method: str = "auto", n_samples=None, rng=None, rtol=QUAD_RTOL_TARGET,
-                    **opts) -> dict:
-        r"""MMSE and conditional entropy at the levels ``lam`` in one pass.
+                    block_size=None, float32_distances: bool = False, progress: bool = False,
+                    stratify: bool = True) -> InformationEstimates:
+        r"""MMSE, conditional entropy and entropy rate at the levels ``lam`` in one pass.
 
         Parameters
         ----------
@@ -337,11 +349,18 @@ class DiracMixture:
             Monte-Carlo randomness (keyword-only).
         rtol : float
             Quadrature target for the conservative error estimate.
+        block_size, float32_distances, progress, stratify
+            Options of the Monte-Carlo engine
+            (:func:`noisealloc.theory.empirical.information_samples`).
 
         Returns
         -------
-        dict
-            ``{"mmse": Estimate, "conditional_entropy": Estimate}``.
+        InformationEstimates
+            ``mmse``, ``conditional_entropy`` (nats) and ``entropy_rate`` (per unit :math:`\lambda`).
+
+        References
+        ----------
+        THEORY.md sections 2 and 3.1.
         """
         check_choice(method, "method", _METHODS)
         lam = _as_lam(lam)
@@ -355,49 +374,133 @@ class DiracMixture:
                     f"dimension {r} (use method='monte-carlo')"
                 )
             label = "quadrature" if r == self.dim else "projected-quadrature"
-            return self._quadrature(lam, rtol=float(rtol), label=label)
-        return self._monte_carlo(lam, n_samples=n_samples, rng=rng, **opts)
+            mmse, ent = self._quadrature(lam, rtol=float(rtol), label=label)
+        else:
+            flat = lam.reshape(-1)
+            smp = self.information_samples(flat, n_samples=n_samples, rng=rng, block_size=block_size,
+                                           float32_distances=float32_distances, progress=progress,
+                                           stratify=stratify)
+            est = self.information_from_samples(smp)
+            mmse, ent = (Estimate(np.asarray(e.value).reshape(lam.shape), np.asarray(e.stderr).reshape(lam.shape),
+                                  e.method, e.error_check, e.n_samples, dict(e.info))
+                         for e in (est.mmse, est.conditional_entropy))
+        from noisealloc.theory.information import entropy_rate_from_mmse
 
-    def mmse(self, lam, *, method: str = "auto", n_samples=None, rng=None, **opts) -> Estimate:
+        return InformationEstimates(mmse=mmse, entropy_rate=entropy_rate_from_mmse(lam, mmse),
+                                    conditional_entropy=ent)
+
+    def information_samples(self, lam, *, n_samples=None, rng=None, block_size=None,
+                            float32_distances: bool = False, progress: bool = False, stratify: bool = True):
+        r"""Per-sample posterior entropy and MMSE at every level, from one set of common random numbers.
+
+        Parameters
+        ----------
+        lam : array_like
+            Log-SNR levels (flattened).
+        n_samples : int, optional
+            Number of draws (default 4096).
+        rng : Generator, int or None
+            Randomness; an integer seed is recorded in ``info``.
+        block_size, float32_distances, progress, stratify
+            Engine options (:func:`noisealloc.theory.empirical.information_samples`).
+
+        Returns
+        -------
+        InformationSamples
+            ``entropy`` and ``mmse`` of shape ``(L, n)``; their means are :math:`H(\lambda)` and
+            :math:`\mathrm{mmse}(\lambda)`, ``mean_stderr`` gives stratified standard errors.
+        """
+        from noisealloc.theory.empirical import information_samples
+
+        n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
+        return information_samples(self.atoms, self.weights, lam, n_samples=n, rng=rng, block_size=block_size,
+                                   float32_distances=float32_distances, progress=progress, stratify=stratify)
+
+    def information_from_samples(self, samples) -> InformationEstimates:
+        r"""The Monte-Carlo estimates of :meth:`information` from :meth:`information_samples`' output.
+
+        Parameters
+        ----------
+        samples : InformationSamples
+            Per-sample values at the levels ``samples.lam``.
+
+        Returns
+        -------
+        InformationEstimates
+            ``mmse``, ``conditional_entropy`` and ``entropy_rate`` (per unit :math:`\lambda`), each a
+            ``'monte-carlo'`` :class:`Estimate` of shape ``(L,)`` with its stratified standard error.
+        """
+        from noisealloc.theory.empirical import estimates_from_samples
+
+        return estimates_from_samples(samples)
+
+    def mmse(self, lam, *, method: str = "auto", n_samples=None, rng=None, rtol=QUAD_RTOL_TARGET,
+             **engine_options) -> Estimate:
         r""":math:`\mathrm{mmse}(\lambda) = E\|x_0 - m(x,\lambda)\|^2` (summed over coordinates).
 
-        See :meth:`information` for the parameters.
-        """
-        return self.information(lam, method=method, n_samples=n_samples, rng=rng, **opts)["mmse"]
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        method, n_samples, rng, rtol, **engine_options
+            As :meth:`information` (an option it does not take is a ``TypeError``).
 
-    def conditional_entropy(self, lam, *, method: str = "auto", n_samples=None, rng=None, **opts) -> Estimate:
+        Returns
+        -------
+        Estimate
+            Of the shape of ``lam``.
+        """
+        return self.information(lam, method=method, n_samples=n_samples, rng=rng, rtol=rtol, **engine_options).mmse
+
+    def conditional_entropy(self, lam, *, method: str = "auto", n_samples=None, rng=None, rtol=QUAD_RTOL_TARGET,
+                            **engine_options) -> Estimate:
         r""":math:`H(\lambda) = E[-\sum_k w_k(x)\log w_k(x)]` in nats.
 
         Tends to :math:`H(\pi)` as :math:`\lambda\to-\infty` and to 0 as :math:`\lambda\to\infty`
-        (distinct atoms).  See :meth:`information` for the parameters.
+        (distinct atoms).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        method, n_samples, rng, rtol, **engine_options
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+            Of the shape of ``lam``.
         """
-        return self.information(lam, method=method, n_samples=n_samples, rng=rng, **opts)["conditional_entropy"]
+        return self.information(lam, method=method, n_samples=n_samples, rng=rng, rtol=rtol,
+                                **engine_options).conditional_entropy
 
     def entropy_rate(self, lam, coordinate="lambda", *, method: str = "auto", n_samples=None, rng=None,
-                     **opts) -> Estimate:
+                     rtol=QUAD_RTOL_TARGET, **engine_options) -> Estimate:
         r"""Generative entropy rate :math:`h(\lambda) = \tfrac12 e^\lambda \mathrm{mmse}(\lambda) = -dH/d\lambda`,
         moved to ``coordinate`` as :math:`h_u = h\,|d\lambda/du|` at :math:`u(\lambda)`.
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        coordinate : str or Coordinate
+            Coordinate of the rate (``"lambda"``, ``"sigma"``, ...).
+        method, n_samples, rng, rtol, **engine_options
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+            Rate per unit of the coordinate, of the shape of ``lam``.
         """
         from noisealloc.theory.information import entropy_rate_from_mmse
 
-        est = self.mmse(lam, method=method, n_samples=n_samples, rng=rng, **opts)
+        est = self.mmse(lam, method=method, n_samples=n_samples, rng=rng, rtol=rtol, **engine_options)
         return entropy_rate_from_mmse(lam, est, coordinate)
 
     # ------------------------------------------------------------------ kernels
-    def _monte_carlo(self, lam, *, n_samples=None, rng=None, **opts) -> dict:
-        from noisealloc.theory.empirical import monte_carlo_information
-
-        n = 4096 if n_samples is None else _check_n(n_samples, "n_samples")
-        flat = lam.reshape(-1)
-        res = monte_carlo_information(self.atoms, self.weights, flat, n_samples=n, rng=rng, **opts)
-        out = {}
-        for key in ("mmse", "conditional_entropy"):
-            e = res[key]
-            out[key] = Estimate(np.asarray(e.value).reshape(lam.shape), np.asarray(e.stderr).reshape(lam.shape),
-                                e.method, e.error_check, e.n_samples, dict(e.info))
-        return out
-
-    def _quadrature(self, lam, *, rtol, label) -> dict:
+    def _quadrature(self, lam, *, rtol, label):
+        """(mmse, conditional entropy) Estimates by quadrature on the atoms' span."""
         flat = lam.reshape(-1)
         _, _, coords = self._span
         r = coords.shape[1]
@@ -405,22 +508,21 @@ class DiracMixture:
             z = np.zeros(lam.shape)
             ent = np.full(lam.shape, self.entropy)
             info = {"span_dim": 0}
-            return {"mmse": Estimate(z, 0.0, label, 0.0, None, info),
-                    "conditional_entropy": Estimate(ent, 0.0, label, 0.0, None, info)}
+            return Estimate(z, 0.0, label, 0.0, None, info), Estimate(ent, 0.0, label, 0.0, None, info)
         if r == 1:
             val, err, info = _quad_1d(coords[:, 0], self.log_weights, flat, rtol)
         else:
             val, err, info = _quad_2d(coords, self.log_weights, flat, rtol)
         info["span_dim"] = r
-        out = {}
-        for i, key in enumerate(("mmse", "conditional_entropy")):
+        out = []
+        for i in range(2):
             v = val[i]
             with np.errstate(divide="ignore", invalid="ignore"):
                 rel = np.where(v > 0, err[i] / np.where(v > 0, v, 1.0), 0.0)
             info_k = dict(info)
             info_k["abs_error"] = err[i].reshape(lam.shape)
-            out[key] = Estimate(v.reshape(lam.shape), 0.0, label, float(rel.max()) if rel.size else 0.0, None, info_k)
-        return out
+            out.append(Estimate(v.reshape(lam.shape), 0.0, label, float(rel.max()) if rel.size else 0.0, None, info_k))
+        return tuple(out)
 
 
 # ---------------------------------------------------------------------- quadrature drivers

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
-from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.estimates import Estimate, InformationEstimates
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -61,6 +61,8 @@ __all__ = [
     "draw_common_random_numbers",
     "information_samples",
     "monte_carlo_information",
+    "estimates_from_samples",
+    "stratified_mean_stderr",
     "posterior_weights_blocked",
     "default_block_size",
     "validate_atoms",
@@ -545,6 +547,47 @@ def information_samples(
     return InformationSamples(lam_arr, entropy, mmse, draws, info)
 
 
+def estimates_from_samples(samples: InformationSamples, shape=None) -> InformationEstimates:
+    r"""Per-level means and stratified standard errors of :func:`information_samples`' output.
+
+    .. math::
+
+        \widehat{\mathrm{mmse}}(\lambda_t) = \frac1n \sum_i \mathrm{mmse}_{ti}, \qquad
+        \widehat H(\lambda_t) = \frac1n \sum_i H_{ti}, \qquad
+        \hat h(\lambda_t) = \tfrac12 e^{\lambda_t}\,\widehat{\mathrm{mmse}}(\lambda_t),
+
+    with the standard errors of :meth:`InformationSamples.mean_stderr`.
+
+    Parameters
+    ----------
+    samples : InformationSamples
+        Per-sample values at the levels ``samples.lam``.
+    shape : tuple, optional
+        Shape of the returned estimates (default ``samples.lam.shape``).
+
+    Returns
+    -------
+    InformationEstimates
+        ``mmse``, ``conditional_entropy`` (nats) and ``entropy_rate`` (per unit :math:`\lambda`,
+        :func:`~noisealloc.theory.information.entropy_rate_from_mmse`), each a ``'monte-carlo'``
+        :class:`~noisealloc.theory.estimates.Estimate` with ``n_samples`` and the engine's ``info``.
+    """
+    from noisealloc.theory.information import entropy_rate_from_mmse
+
+    shape = samples.lam.shape if shape is None else tuple(shape)
+    m_val, m_se = samples.mean_stderr(samples.mmse)
+    h_val, h_se = samples.mean_stderr(samples.entropy)
+    n = len(samples.draws.atom_index)
+    info = dict(samples.info)
+
+    def est(v, s):
+        return Estimate(v.reshape(shape), s.reshape(shape), "monte-carlo", n_samples=n, info=info)
+
+    mmse = est(m_val, m_se)
+    return InformationEstimates(mmse=mmse, conditional_entropy=est(h_val, h_se),
+                                entropy_rate=entropy_rate_from_mmse(np.reshape(samples.lam, shape), mmse))
+
+
 def monte_carlo_information(
     atoms,
     weights,
@@ -556,7 +599,7 @@ def monte_carlo_information(
     float32_distances: bool = False,
     progress: bool = False,
     stratify: bool = True,
-) -> dict:
+) -> InformationEstimates:
     r"""Monte-Carlo MMSE, conditional entropy and entropy rate of a Dirac mixture at many levels.
 
     .. math::
@@ -592,8 +635,8 @@ def monte_carlo_information(
 
     Returns
     -------
-    dict
-        ``"mmse"``, ``"conditional_entropy"`` (nats) and ``"entropy_rate"`` (per unit of
+    InformationEstimates
+        ``mmse``, ``conditional_entropy`` (nats) and ``entropy_rate`` (per unit of
         ``lam``): :class:`~noisealloc.theory.estimates.Estimate` with ``method='monte-carlo'``,
         value and stderr of ``lam``'s shape.
 
@@ -601,7 +644,7 @@ def monte_carlo_information(
     --------
     >>> import numpy as np
     >>> out = monte_carlo_information(np.array([[0.0], [1.0]]), None, [-50.0, 50.0], n_samples=64, rng=0)
-    >>> np.round(out["conditional_entropy"].value, 6).tolist()
+    >>> np.round(out.conditional_entropy.value, 6).tolist()
     [0.693147, 0.0]
     """
     shape = np.shape(lam)
@@ -609,17 +652,4 @@ def monte_carlo_information(
         atoms, weights, lam, n_samples=n_samples, rng=rng, block_size=block_size,
         float32_distances=float32_distances, progress=progress, stratify=stratify,
     )
-    m_val, m_se = smp.mean_stderr(smp.mmse)
-    h_val, h_se = smp.mean_stderr(smp.entropy)
-    scale = 0.5 * np.exp(smp.lam)
-    n = len(smp.draws.atom_index)
-    info = dict(smp.info)
-
-    def est(v, s):
-        return Estimate(v.reshape(shape), s.reshape(shape), "monte-carlo", n_samples=n, info=info)
-
-    return {
-        "mmse": est(m_val, m_se),
-        "conditional_entropy": est(h_val, h_se),
-        "entropy_rate": est(scale * m_val, scale * m_se),
-    }
+    return estimates_from_samples(smp, shape)

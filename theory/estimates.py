@@ -1,8 +1,9 @@
-"""The estimate object every information quantity returns.
+"""The estimate objects every information quantity returns.
 
 An :class:`Estimate` is a value with its standard error and the method that
 produced it, so that no number leaves the toolkit without saying how far to
-trust it.
+trust it.  :class:`InformationEstimates` bundles the estimates one pass of a
+data model's ``information(lam)`` produces (THEORY.md section 2).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Estimate", "METHODS"]
+__all__ = ["Estimate", "InformationEstimates", "METHODS"]
 
 #: Method names, one vocabulary for the whole toolkit.
 METHODS = (
@@ -66,3 +67,45 @@ class Estimate:
 
     def __len__(self) -> int:
         return len(self.value)
+
+
+@dataclass(frozen=True)
+class InformationEstimates:
+    r"""The information quantities of a data model at a set of levels, from one pass (THEORY.md section 2).
+
+    Every field is an :class:`Estimate` of the shape of the requested levels, or ``None`` where the
+    model does not define the quantity (the conditional entropy of continuous data is infinite; the
+    mutual information of discrete data is :math:`H(\pi) - H(\lambda)`, left to the caller).
+
+    Attributes
+    ----------
+    mmse : Estimate
+        :math:`\mathrm{mmse}(\lambda) = E\|x_0 - m(x, \lambda)\|^2`, summed over coordinates.
+    entropy_rate : Estimate or None
+        :math:`h(\lambda) = \tfrac12 e^\lambda\,\mathrm{mmse}(\lambda)` per unit :math:`\lambda` (nats).
+    conditional_entropy : Estimate or None
+        :math:`H(\lambda) = H[x_0 \mid x]` in nats (discrete data).
+    mutual_information : Estimate or None
+        :math:`I(\lambda) = I(x_0; x)` in nats (continuous data).
+    component_entropy : Estimate or None
+        :math:`E\,\mathcal H(w(x))`, the conditional entropy of the mixture component
+        (mixtures of Gaussian manifolds).
+
+    References
+    ----------
+    THEORY.md section 2 (definitions) and section 3 (the models).
+    """
+
+    mmse: Estimate
+    entropy_rate: Estimate | None = None
+    conditional_entropy: Estimate | None = None
+    mutual_information: Estimate | None = None
+    component_entropy: Estimate | None = None
+
+    def __post_init__(self):
+        for name in ("mmse", "entropy_rate", "conditional_entropy", "mutual_information", "component_entropy"):
+            v = getattr(self, name)
+            if v is None and name == "mmse":
+                raise ValueError("mmse must be an Estimate; got None")
+            if v is not None and not isinstance(v, Estimate):
+                raise TypeError(f"{name} must be an Estimate or None; got {type(v).__name__}")

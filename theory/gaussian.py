@@ -32,7 +32,7 @@ from scipy.special import expit
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
-from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
 
 __all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
@@ -41,6 +41,8 @@ __all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
 #: from a QR/SVD in float64 is orthonormal to ~1e-15; 1e-10 admits user input
 #: rounded to ~10 digits but rejects any genuinely non-orthonormal basis.
 ORTHONORMAL_ATOL = 1e-10
+# Monte-Carlo sample count of mixtures when none is given.
+_DEFAULT_SAMPLES = 4096
 
 
 
@@ -59,7 +61,14 @@ class GaussianManifold:
 
     Attributes
     ----------
-    dim : int (D);  k : int;  discrete : bool (False)
+    dim : int
+        Ambient dimension :math:`D`.
+    k : int
+        Intrinsic dimension (number of columns of ``basis``).
+    discrete : bool
+        ``False`` (a continuous law; :class:`~noisealloc.theory.protocol.DataModel` flag).
+    monte_carlo : bool
+        ``False``: every information quantity is a closed form (no ``n_samples``/``rng``).
 
     Examples
     --------
@@ -69,6 +78,7 @@ class GaussianManifold:
     """
 
     discrete = False
+    monte_carlo = False
 
     def __init__(self, mean, basis, variances):
         mean = as_float_array(mean, "mean")
@@ -143,25 +153,81 @@ class GaussianManifold:
         return np.einsum("ia,na,ja->nij", self.basis, v, self.basis)
 
     # ---------------------------------------------------------------- information
-    def mmse(self, lam, **_ignored) -> Estimate:
-        r""":math:`\sum_i s_i / (1 + e^\lambda s_i)` (closed form; shape of ``lam``)."""
+    def mmse(self, lam) -> Estimate:
+        r""":math:`\mathrm{mmse}(\lambda) = \sum_i s_i / (1 + e^\lambda s_i)` (closed form).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+
+        Returns
+        -------
+        Estimate
+            ``'closed-form'``, of the shape of ``lam``.
+        """
         lam = _lam(lam)
         v = np.sum(self.variances * expit(-(lam[..., None] + self.log_variances)), axis=-1)
         return Estimate(v, 0.0, "closed-form")
 
-    def mutual_information(self, lam, **_ignored) -> Estimate:
-        r""":math:`I(\lambda) = \tfrac12\sum_i \log(1 + e^\lambda s_i)` in nats (closed form)."""
+    def mutual_information(self, lam) -> Estimate:
+        r""":math:`I(\lambda) = \tfrac12\sum_i \log(1 + e^\lambda s_i)` in nats (closed form).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+
+        Returns
+        -------
+        Estimate
+            ``'closed-form'``, of the shape of ``lam``.
+        """
         lam = _lam(lam)
         v = 0.5 * np.sum(np.logaddexp(0.0, lam[..., None] + self.log_variances), axis=-1)
         return Estimate(v, 0.0, "closed-form")
 
-    def entropy_rate(self, lam, coordinate="lambda", **_ignored) -> Estimate:
-        r""":math:`h(\lambda) = \tfrac12 \sum_i e^\lambda s_i/(1 + e^\lambda s_i)` moved to ``coordinate``
-        (:math:`h_u = h\,|d\lambda/du|` at :math:`u(\lambda)`); tends to :math:`k/2`."""
+    def entropy_rate(self, lam, coordinate="lambda") -> Estimate:
+        r""":math:`h(\lambda) = \tfrac12 \sum_i e^\lambda s_i/(1 + e^\lambda s_i)` moved to ``coordinate``.
+
+        :math:`h_u = h\,|d\lambda/du|` at :math:`u(\lambda)`; tends to :math:`k/2` in :math:`\lambda`.
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        coordinate : str or Coordinate
+            Coordinate of the rate.
+
+        Returns
+        -------
+        Estimate
+            ``'closed-form'`` rate per unit of the coordinate; ``info["coordinate"]`` names it.
+        """
         lam = _lam(lam)
         h = 0.5 * np.sum(expit(lam[..., None] + self.log_variances), axis=-1)
         jac, name = rate_jacobian(lam, coordinate)
         return Estimate(h * jac, 0.0, "closed-form", None, None, {"coordinate": name})
+
+    def information(self, lam) -> InformationEstimates:
+        r"""MMSE, entropy rate (per unit :math:`\lambda`) and mutual information in closed form.
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+
+        Returns
+        -------
+        InformationEstimates
+            ``mmse``, ``entropy_rate``, ``mutual_information``.
+
+        References
+        ----------
+        THEORY.md section 2 (Gaussian check).
+        """
+        return InformationEstimates(mmse=self.mmse(lam), entropy_rate=self.entropy_rate(lam),
+                                    mutual_information=self.mutual_information(lam))
 
     def log_marginal(self, x, lam) -> np.ndarray:
         r"""Log density of ``x`` at level ``lam``: :math:`\log N(x; \mu, UdiagU^\top + \sigma^2 I)`, shape (n,)."""
@@ -184,6 +250,17 @@ class GaussianManifoldMixture:
         Same ``dim``; a component with ``k = 0`` is a Dirac mass.
     weights : array_like, shape (J,), optional
         :math:`\pi_j > 0`, normalised; uniform by default.
+
+    Attributes
+    ----------
+    components : list of GaussianManifold
+    weights : ndarray, shape (J,)
+    dim : int
+        Ambient dimension :math:`D`.
+    discrete : bool
+        ``True`` when every component is a Dirac (``k = 0``).
+    monte_carlo : bool
+        ``True``: the information quantities are Monte-Carlo estimates (take ``n_samples``, ``rng``).
 
     Notes
     -----
@@ -223,20 +300,51 @@ class GaussianManifoldMixture:
         self.dim = d
         self.discrete = all(c.k == 0 for c in comps)
 
+    monte_carlo = True
+
     @property
     def entropy(self) -> float:
         """:math:`H(\\pi)` of the component weights."""
         return float(-np.sum(self.weights * self.log_weights))
 
-    def sample_x0(self, n: int, *, rng=None, return_component=False):
-        """Draw ``n`` points, shape (n, D) (and the component labels when ``return_component``)."""
+    def sample_x0(self, n: int, *, rng=None) -> np.ndarray:
+        """Draw ``n`` points, shape (n, D).
+
+        Parameters
+        ----------
+        n : int
+            Number of points.
+        rng : Generator, int or None
+            Randomness.
+
+        Returns
+        -------
+        ndarray, shape (n, D)
+        """
+        return self.sample_x0_with_component(n, rng=rng)[0]
+
+    def sample_x0_with_component(self, n: int, *, rng=None) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``n`` points and the component each came from (same draws as :meth:`sample_x0`).
+
+        Parameters
+        ----------
+        n : int
+            Number of points.
+        rng : Generator, int or None
+            Randomness.
+
+        Returns
+        -------
+        x0 : ndarray, shape (n, D)
+        labels : ndarray, shape (n,)
+            Component indices in ``0 .. J-1``.
+        """
         n = _check_n(n)
         gen = as_generator(rng)
         lab = gen.choice(len(self.components), size=n, p=self.weights)
         kmax = max(c.k for c in self.components)
         z = gen.standard_normal((n, kmax))
-        x0 = self._x0_from(lab, z)
-        return (x0, lab) if return_component else x0
+        return self._x0_from(lab, z), lab
 
     def _x0_from(self, lab, z):
         x0 = np.empty((lab.size, self.dim))
@@ -291,58 +399,159 @@ class GaussianManifoldMixture:
         ent = np.einsum("nj,nj->n", w, -lw)
         return tr, np.maximum(ent, 0.0)
 
-    def information(self, lam, *, n_samples=4096, rng=None) -> dict:
-        r"""Monte-Carlo MMSE, component entropy and mutual information, with common random numbers.
+    def information_samples(self, lam, *, n_samples=None, rng=None):
+        r"""Per-sample trace of the posterior covariance and component entropy, common random numbers.
 
         One set of draws :math:`(j, z, \varepsilon)` is reused at every level
-        (:math:`x = x_0 + e^{-\lambda/2}\varepsilon`), so differences across levels
-        are smooth; each value carries its standard error.
+        (:math:`x = x_0 + e^{-\lambda/2}\varepsilon`), so differences across levels are smooth.
+
+        Parameters
+        ----------
+        lam : array_like
+            Log-SNR levels (flattened).
+        n_samples : int, optional
+            Number of draws (default 4096).
+        rng : Generator, int or None
+            Randomness; an integer seed is recorded.
 
         Returns
         -------
-        dict
-            ``{"mmse", "component_entropy", "mutual_information"}``, each an
-            :class:`Estimate` with ``method="monte-carlo"`` and ``info["seed"]``.
+        InformationSamples
+            ``mmse`` (:math:`\mathrm{tr}\,C(x)` per sample) and ``entropy`` (component entropy
+            :math:`\mathcal H(w(x))` per sample), shape ``(L, n)``; one stratum (i.i.d. draws).
         """
-        lam = _lam(lam)
-        n = _check_n(n_samples, "n_samples")
-        seed = rng if isinstance(rng, (int, np.integer)) else None
+        from noisealloc.theory.empirical import CommonRandomNumbers, InformationSamples
+
+        flat = _lam(lam).reshape(-1)
+        n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
+        seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
         gen = as_generator(rng)
-        x0 = self.sample_x0(n, rng=gen)
+        x0, lab = self.sample_x0_with_component(n, rng=gen)
         eps = gen.standard_normal(x0.shape)
-        flat = lam.reshape(-1)
         tr = np.empty((flat.size, n))
         ent = np.empty((flat.size, n))
         for i, l in enumerate(flat):
             tr[i], ent[i] = self._trace_and_entropy(x0 + math.exp(-0.5 * l) * eps, float(l))
-        se = lambda a: a.std(axis=1, ddof=1) / math.sqrt(n) if n > 1 else np.zeros(a.shape[0])
-        info = {"seed": seed, "n_samples": n}
+        draws = CommonRandomNumbers(lab.astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
+        return InformationSamples(flat, ent, tr, draws, {"seed": seed, "n_samples": n})
+
+    def information_from_samples(self, samples, shape=None) -> InformationEstimates:
+        r"""The estimates of :meth:`information` from :meth:`information_samples`' output.
+
+        .. math:: I(\lambda) = H(\pi) - E\,\mathcal H(w(x)) + \sum_j \pi_j I_j(\lambda).
+
+        Parameters
+        ----------
+        samples : InformationSamples
+            Per-sample values at the levels ``samples.lam``.
+        shape : tuple, optional
+            Shape of the estimates (default ``samples.lam.shape``).
+
+        Returns
+        -------
+        InformationEstimates
+            ``mmse``, ``entropy_rate``, ``component_entropy`` and ``mutual_information``, each
+            ``'monte-carlo'`` with ``info["seed"]``.
+        """
+        flat = samples.lam
+        shape = flat.shape if shape is None else tuple(shape)
+        n = samples.mmse.shape[1]
+        info = dict(samples.info)
+        tr, tr_se = samples.mean_stderr(samples.mmse)
+        ent, ent_se = samples.mean_stderr(samples.entropy)
         i_comp = sum(p * c.mutual_information(flat).value for p, c in zip(self.weights, self.components))
-        mi = self.entropy - ent.mean(axis=1) + i_comp
-        shape = lam.shape
-        return {
-            "mmse": Estimate(tr.mean(axis=1).reshape(shape), se(tr).reshape(shape), "monte-carlo", None, n, info),
-            "component_entropy": Estimate(ent.mean(axis=1).reshape(shape), se(ent).reshape(shape), "monte-carlo",
-                                          None, n, info),
-            "mutual_information": Estimate(mi.reshape(shape), se(ent).reshape(shape), "monte-carlo", None, n, info),
-        }
+        mi = self.entropy - ent + i_comp
 
-    def mmse(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
-        """Monte-Carlo :math:`E\\,\\mathrm{tr}\\,C(x)` (see :meth:`information`)."""
-        return self.information(lam, n_samples=n_samples, rng=rng)["mmse"]
+        def est(v, se):
+            return Estimate(v.reshape(shape), se.reshape(shape), "monte-carlo", None, n, info)
 
-    def mutual_information(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
-        """Monte-Carlo :math:`I(x_0; x)` (see :meth:`information`)."""
-        return self.information(lam, n_samples=n_samples, rng=rng)["mutual_information"]
+        mmse = est(tr, tr_se)
+        return InformationEstimates(mmse=mmse, entropy_rate=entropy_rate_from_mmse(flat.reshape(shape), mmse),
+                                    component_entropy=est(ent, ent_se), mutual_information=est(mi, ent_se))
 
-    def conditional_entropy(self, lam, *, n_samples=4096, rng=None, **_ignored) -> Estimate:
-        """:math:`E\\,\\mathcal H(w(x))`, the conditional entropy of the component (Monte Carlo)."""
-        return self.information(lam, n_samples=n_samples, rng=rng)["component_entropy"]
+    def information(self, lam, *, n_samples=None, rng=None) -> InformationEstimates:
+        r"""Monte-Carlo MMSE, component entropy and mutual information, with common random numbers.
 
-    def entropy_rate(self, lam, coordinate="lambda", *, n_samples=4096, rng=None, **_ignored) -> Estimate:
-        r""":math:`\tfrac12 e^\lambda\,\mathrm{mmse}` (Monte Carlo) moved to ``coordinate``."""
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels (any shape).
+        n_samples : int, optional
+            Number of draws (default 4096).
+        rng : Generator, int or None
+            Randomness.
+
+        Returns
+        -------
+        InformationEstimates
+            ``mmse``, ``entropy_rate``, ``component_entropy`` and ``mutual_information``, each an
+            :class:`Estimate` of the shape of ``lam`` with ``method="monte-carlo"`` and ``info["seed"]``.
+        """
+        lam = _lam(lam)
+        return self.information_from_samples(self.information_samples(lam, n_samples=n_samples, rng=rng), lam.shape)
+
+    def mmse(self, lam, *, n_samples=None, rng=None) -> Estimate:
+        r"""Monte-Carlo :math:`E\,\mathrm{tr}\,C(x)` (see :meth:`information`).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        n_samples, rng
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+        """
+        return self.information(lam, n_samples=n_samples, rng=rng).mmse
+
+    def mutual_information(self, lam, *, n_samples=None, rng=None) -> Estimate:
+        """Monte-Carlo :math:`I(x_0; x)` (see :meth:`information`).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        n_samples, rng
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+        """
+        return self.information(lam, n_samples=n_samples, rng=rng).mutual_information
+
+    def conditional_entropy(self, lam, *, n_samples=None, rng=None) -> Estimate:
+        r""":math:`E\,\mathcal H(w(x))`, the conditional entropy of the component (Monte Carlo).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        n_samples, rng
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+        """
+        return self.information(lam, n_samples=n_samples, rng=rng).component_entropy
+
+    def entropy_rate(self, lam, coordinate="lambda", *, n_samples=None, rng=None) -> Estimate:
+        r""":math:`\tfrac12 e^\lambda\,\mathrm{mmse}` (Monte Carlo) moved to ``coordinate``.
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        coordinate : str or Coordinate
+            Coordinate of the rate.
+        n_samples, rng
+            As :meth:`information`.
+
+        Returns
+        -------
+        Estimate
+        """
         return entropy_rate_from_mmse(lam, self.mmse(lam, n_samples=n_samples, rng=rng), coordinate)
-
-
-
-

@@ -21,6 +21,7 @@ import numpy as np
 from noisealloc.theory.coordinates import get_coordinate
 from noisealloc.theory.errors import as_float_array, check_finite, check_interval
 from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.protocol import monte_carlo_options
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod
 from noisealloc.theory.tolerances import FD_REL_STEP
 
@@ -55,19 +56,32 @@ def grid_quadrature_weights(lam):
 
 
 def model_entropy_rate(model, lam, *, coordinate="lambda", n_samples=None, rng=None) -> Estimate:
-    r"""``model.entropy_rate(lam, coordinate)``, passing the Monte-Carlo options only to models that take them.
+    r"""``model.entropy_rate(lam, coordinate)``, with the Monte-Carlo options for Monte-Carlo models only.
 
-    Deterministic models (closed forms, quadrature) have no ``n_samples``/``rng``; sampling
-    models get them, so that a caller can bound the cost and fix the seed without knowing
-    which kind of model it holds.
+    Deterministic models (closed forms, quadrature) take no ``n_samples``/``rng``; Monte-Carlo models
+    get them, so that a caller can bound the cost and fix the seed without knowing which kind of
+    model it holds.  The choice is made by the model's declared ``monte_carlo`` attribute
+    (:func:`noisealloc.theory.protocol.monte_carlo_options`).
+
+    Parameters
+    ----------
+    model : DataModel
+        The data model.
+    lam : array_like
+        Log-SNR levels.
+    coordinate : str or Coordinate
+        Coordinate of the rate (default ``"lambda"``).
+    n_samples : int, optional
+        Monte-Carlo sample count (Monte-Carlo models only).
+    rng : Generator, int or None
+        Monte-Carlo randomness (Monte-Carlo models only).
+
+    Returns
+    -------
+    Estimate
+        :math:`h_u(u(\lambda)) = h(\lambda)\,|d\lambda/du|`, of the shape of ``lam``.
     """
-    import inspect
-
-    params = inspect.signature(model.entropy_rate).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    opts = {k: v for k, v in (("n_samples", n_samples), ("rng", rng))
-            if v is not None and (takes_any or k in params)}
-    return model.entropy_rate(lam, coordinate, **opts)
+    return model.entropy_rate(lam, coordinate, **monte_carlo_options(model, n_samples=n_samples, rng=rng))
 
 
 def half_snr_times(lam, values) -> np.ndarray:

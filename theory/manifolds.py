@@ -44,7 +44,7 @@ from scipy.special import ive
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
-from noisealloc.theory.estimates import Estimate
+from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.information import entropy_rate_from_mmse
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 
@@ -155,6 +155,16 @@ class Circle:
     frame : array_like, shape (D, 2), optional
         Orthonormal 2-frame :math:`F` of the circle's plane (default: first two axes).
 
+    Attributes
+    ----------
+    radius : float
+    dim : int
+        Ambient dimension :math:`D`.
+    discrete : bool
+        ``False`` (a continuous law).
+    monte_carlo : bool
+        ``False``: the information quantities are deterministic quadrature (no ``n_samples``/``rng``).
+
     Examples
     --------
     >>> c = Circle(1.0)
@@ -163,6 +173,7 @@ class Circle:
     """
 
     discrete = False
+    monte_carlo = False
 
     def __init__(self, radius=1.0, dim=2, center=None, frame=None):
         try:
@@ -269,11 +280,23 @@ class Circle:
         res = adaptive_gauss_kronrod(f, a, b, pid, lam.size, n_out=3, rtol=_RTOL, atol=1e-300, active=active)
         return res.value, res.abs_error, {"n_intervals": res.n_intervals, "nfev": res.nfev, "success": res.success}
 
-    def information(self, lam) -> dict:
-        r"""MMSE and mutual information at the levels ``lam`` (quadrature over :math:`\rho`).
+    def information(self, lam) -> InformationEstimates:
+        r"""MMSE, entropy rate and mutual information at the levels ``lam`` (quadrature over :math:`\rho`).
 
-        Returns ``{"mmse": Estimate, "mutual_information": Estimate}`` (method
-        ``"quadrature"``; ``error_check`` the largest relative :math:`|K_{21}-G_{10}|`).
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels (any shape).
+
+        Returns
+        -------
+        InformationEstimates
+            ``mmse``, ``entropy_rate`` (per unit :math:`\lambda`) and ``mutual_information`` (method
+            ``"quadrature"``; ``error_check`` the largest relative :math:`|K_{21}-G_{10}|`).
+
+        References
+        ----------
+        THEORY.md section 3.4.
         """
         lam = _lam(lam)
         flat = lam.reshape(-1)
@@ -288,26 +311,54 @@ class Circle:
         with np.errstate(divide="ignore", invalid="ignore"):
             rel_m = np.max(np.where(mmse > 0, mmse_err / mmse, 0.0))
             rel_i = np.max(np.where(mi > 0, mi_err / mi, 0.0))
-        return {
-            "mmse": Estimate(mmse.reshape(lam.shape), 0.0, "quadrature", float(rel_m), None, dict(info)),
-            "mutual_information": Estimate(np.maximum(mi, 0.0).reshape(lam.shape), 0.0, "quadrature", float(rel_i),
-                                           None, dict(info)),
-        }
+        mmse_est = Estimate(mmse.reshape(lam.shape), 0.0, "quadrature", float(rel_m), None, dict(info))
+        return InformationEstimates(
+            mmse=mmse_est,
+            entropy_rate=entropy_rate_from_mmse(lam, mmse_est),
+            mutual_information=Estimate(np.maximum(mi, 0.0).reshape(lam.shape), 0.0, "quadrature", float(rel_i),
+                                        None, dict(info)),
+        )
 
-    def mmse(self, lam, **_ignored) -> Estimate:
-        r""":math:`\mathrm{mmse}(\lambda) = r^2 E[1 - A(\kappa)^2]` (quadrature)."""
-        return self.information(lam)["mmse"]
+    def mmse(self, lam) -> Estimate:
+        r""":math:`\mathrm{mmse}(\lambda) = r^2 E[1 - A(\kappa)^2]` (quadrature).
 
-    def mutual_information(self, lam, **_ignored) -> Estimate:
-        r""":math:`I(\lambda) = I(x_0; x)` in nats (quadrature; see module docstring)."""
-        return self.information(lam)["mutual_information"]
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
 
-    def entropy_rate(self, lam, coordinate="lambda", **_ignored) -> Estimate:
-        r""":math:`h = \tfrac12 e^\lambda\,\mathrm{mmse}` moved to ``coordinate``; tends to 1/2."""
+        Returns
+        -------
+        Estimate
+        """
+        return self.information(lam).mmse
+
+    def mutual_information(self, lam) -> Estimate:
+        r""":math:`I(\lambda) = I(x_0; x)` in nats (quadrature; see module docstring).
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+
+        Returns
+        -------
+        Estimate
+        """
+        return self.information(lam).mutual_information
+
+    def entropy_rate(self, lam, coordinate="lambda") -> Estimate:
+        r""":math:`h = \tfrac12 e^\lambda\,\mathrm{mmse}` moved to ``coordinate``; tends to 1/2.
+
+        Parameters
+        ----------
+        lam : float or array_like
+            Log-SNR levels.
+        coordinate : str or Coordinate
+            Coordinate of the rate.
+
+        Returns
+        -------
+        Estimate
+        """
         return entropy_rate_from_mmse(lam, self.mmse(lam), coordinate)
-
-
-
-
-
-

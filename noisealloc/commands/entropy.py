@@ -100,7 +100,7 @@ def _discrete_model_method(model, lam, args):
     from noisealloc.theory.information import grid_quadrature_weights
 
     res = model.information(lam, n_samples=args.samples, rng=args.seed)
-    m, H = res["mmse"], res["conditional_entropy"]
+    m, H = res.mmse, res.conditional_entropy
     trap, simp = grid_quadrature_weights(lam)
     h = 0.5 * np.exp(lam) * m.value
     tail = 0.5 * np.exp(lam[0]) * m.value[0]
@@ -164,12 +164,15 @@ def compute(args) -> dict:
                           if isinstance(v, (int, float, str, bool, type(None))) and not k.startswith("seconds")}
         mmse_est = Estimate(mmse, mmse_se, out["method"])
     else:
-        mmse_est = model.mmse(lam, n_samples=args.samples, rng=args.seed)
+        from noisealloc.theory.protocol import monte_carlo_options
+
+        mc = monte_carlo_options(model, n_samples=args.samples, rng=args.seed)
+        mmse_est = model.mmse(lam, **mc)
         mmse, mmse_se = mmse_est.value, mmse_est.stderr
         doc["conditional_entropy"] = None
         doc["conditional_entropy_stderr"] = None
         if hasattr(model, "mutual_information"):
-            mi = model.mutual_information(lam, n_samples=args.samples, rng=args.seed)
+            mi = model.mutual_information(lam, **mc)
             doc["mutual_information"] = np.asarray(mi.value).tolist()
             doc["mutual_information_stderr"] = np.asarray(mi.stderr).tolist()
         meta["method"] = mmse_est.method
