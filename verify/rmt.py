@@ -68,7 +68,40 @@ ALLOC_RTOL = 1e-6
 
 
 def ols_excess_exact(q, n, s2=1.0):
-    r"""Exact expected excess risk of OLS with ``q`` Gaussian features: :math:`s^2 q/(n - q - 1)`, ``n > q + 1``."""
+    r"""Exact expected excess risk of OLS with ``q`` Gaussian features: :math:`s^2 q/(n - q - 1)`, ``n > q + 1``.
+
+    .. math:: E\big[(\hat\beta - \beta)^\top \Sigma (\hat\beta - \beta)\big] = \frac{s^2 q}{n - q - 1}
+
+    for centred Gaussian features of any covariance :math:`\Sigma` and homoscedastic noise.
+
+    Parameters
+    ----------
+    q : array_like
+        Number of features.
+    n : array_like
+        Samples, ``n > q + 1`` (broadcast with ``q``).
+    s2 : float or array_like, default 1.0
+        Noise variance :math:`s^2`.
+
+    Returns
+    -------
+    ndarray of float64
+        The expected excess risk, broadcast shape of ``q``, ``n``, ``s2``.
+
+    Raises
+    ------
+    ValueError
+        If some ``n <= q + 1`` (the expectation is infinite).
+
+    References
+    ----------
+    THEORY.md section 4 (b), random-matrix form.
+
+    Examples
+    --------
+    >>> round(float(ols_excess_exact(10, 20)), 6)
+    1.111111
+    """
     q = np.asarray(q, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     if np.any(n <= q + 1):
@@ -81,6 +114,34 @@ def ridge_kappa(spec, n, gamma, *, n_iter: int = 100):
 
     Vectorised bisection in :math:`\log\kappa` on :math:`[\gamma, \gamma + \mathrm{tr}\Sigma/n]` (the map is
     increasing there).  ``spec`` shape (..., q); ``n``, ``gamma`` broadcast against ``spec[..., 0]``.
+
+    .. math:: \gamma = \kappa\Big(1 - \frac{1}{n}\sum_j \frac{s_j}{s_j + \kappa}\Big)
+
+    Parameters
+    ----------
+    spec : array_like, shape (..., q)
+        Eigenvalues :math:`s_j > 0` of the feature covariance :math:`\Sigma`.
+    n : array_like
+        Samples per learner.
+    gamma : array_like
+        Ridge penalty :math:`\gamma > 0` (of :math:`(X^\top X + n\gamma I)^{-1}`).
+    n_iter : int, default 100
+        Bisection steps (each halves the bracket in :math:`\log\kappa`).
+
+    Returns
+    -------
+    ndarray of float64, shape ``spec.shape[:-1]`` broadcast with ``n``, ``gamma``
+        The effective regularisation :math:`\kappa \ge \gamma`.
+
+    References
+    ----------
+    THEORY.md section 4 (b) (Marchenko-Pastur deterministic equivalent); Bach (2023).
+
+    Examples
+    --------
+    >>> k = ridge_kappa(np.ones(4), 8, 0.1)
+    >>> round(float(k * (1 - 4 / (1 + k) / 8)), 10)   # df_1 = 4/(1 + k) for four unit eigenvalues
+    0.1
     """
     spec = np.asarray(spec, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -100,7 +161,40 @@ def ridge_kappa(spec, n, gamma, *, n_iter: int = 100):
 
 
 def ridge_variance_de(spec, n, gamma, s2=1.0):
-    r"""Deterministic equivalent of the ridge variance term, :math:`s^2\,\mathrm{df}_2/(n - \mathrm{df}_2)`."""
+    r"""Deterministic equivalent of the ridge variance term, :math:`s^2\,\mathrm{df}_2/(n - \mathrm{df}_2)`.
+
+    .. math:: \mathrm{Var} \approx s^2\frac{\mathrm{df}_2(\kappa)}{n - \mathrm{df}_2(\kappa)}, \qquad
+              \mathrm{df}_2(\kappa) = \mathrm{tr}\,\Sigma^2(\Sigma + \kappa I)^{-2},
+
+    with :math:`\kappa` from :func:`ridge_kappa`.  Its relative error at finite size is
+    of order :math:`1/\mathrm{df}_2` (:data:`RMT_DE_RTOL`).
+
+    Parameters
+    ----------
+    spec : array_like, shape (..., q)
+        Eigenvalues of the feature covariance, > 0.
+    n : array_like
+        Samples per learner.
+    gamma : array_like
+        Ridge penalty, > 0.
+    s2 : float, default 1.0
+        Noise variance.
+
+    Returns
+    -------
+    ndarray of float64, shape ``spec.shape[:-1]`` broadcast with ``n``, ``gamma``
+
+    References
+    ----------
+    THEORY.md section 4 (b), item (i).
+
+    Examples
+    --------
+    In the ridgeless limit it is the OLS value :math:`q/(n - q)` up to :math:`O(1/n)`:
+
+    >>> round(float(ridge_variance_de(np.ones(20), 60, 1e-12)), 6)
+    0.5
+    """
     spec = np.asarray(spec, dtype=np.float64)
     k = ridge_kappa(spec, n, gamma)
     df2 = np.sum(spec**2 / (spec + k[..., None]) ** 2, axis=-1)
@@ -112,6 +206,33 @@ def simulate_ols(q: int, n: int, *, spec=None, s2: float = 1.0, reps: int = 2000
 
     Features :math:`x \sim N(0, \Sigma)`, :math:`\Sigma = \mathrm{diag}(` ``spec`` :math:`)` (default identity).
     With a true coefficient :math:`\beta` the excess is the same (OLS is unbiased), so :math:`\beta = 0`.
+
+    Parameters
+    ----------
+    q : int
+        Number of features.
+    n : int
+        Samples per replication, > q for a solvable system.
+    spec : array_like, shape (q,), optional
+        Feature variances (default ones).
+    s2 : float, default 1.0
+        Noise variance.
+    reps : int, default 2000
+        Independent replications.
+    rng : numpy.random.Generator, int or None
+        Source of randomness (keyword-only).
+
+    Returns
+    -------
+    ndarray of float64, shape (reps,)
+        Excess risk of each replication; its mean estimates :func:`ols_excess_exact`.
+
+    Examples
+    --------
+    >>> v = simulate_ols(5, 12, reps=4000, rng=0)
+    >>> se = v.std(ddof=1) / np.sqrt(v.size)
+    >>> bool(abs(v.mean() - ols_excess_exact(5, 12)) <= 4 * se)
+    True
     """
     return simulate_ridge(q, n, 0.0, spec=spec, s2=s2, reps=reps, rng=rng)
 
@@ -121,6 +242,41 @@ def simulate_ridge(q: int, n: int, gamma: float, *, spec=None, s2: float = 1.0, 
     r"""Per-replication variance term of ridge :math:`\hat\beta = (X^\top X + n\gamma I)^{-1}X^\top\varepsilon`.
 
     Returns ``(reps,)`` values of :math:`\hat\beta^\top\Sigma\hat\beta` (noise variance ``s2``).
+    BLAS runs on one thread while it simulates (small batched solves).
+
+    Parameters
+    ----------
+    q : int
+        Number of features.
+    n : int
+        Samples per replication.
+    gamma : float
+        Ridge penalty :math:`\gamma \ge 0` (0 is OLS).
+    spec : array_like, shape (q,), optional
+        Feature variances (default ones).
+    s2 : float, default 1.0
+        Noise variance.
+    reps : int, default 2000
+        Independent replications.
+    rng : numpy.random.Generator, int or None
+        Source of randomness (keyword-only); the same seed gives the same values.
+    chunk : int, default 250
+        Replications per batched solve.  The random numbers are drawn chunk by
+        chunk, so the values depend on it: keep it fixed for reproducible output.
+
+    Returns
+    -------
+    ndarray of float64, shape (reps,)
+        Variance term of each replication.
+
+    References
+    ----------
+    THEORY.md section 4 (b), item (i).
+
+    Examples
+    --------
+    >>> simulate_ridge(5, 12, 0.1, reps=50, rng=7).shape
+    (50,)
     """
     gen = as_generator(rng)
     spec = np.ones(int(q)) if spec is None else np.asarray(spec, dtype=np.float64)
@@ -143,7 +299,39 @@ def _simulate_chunks(gen, out, root, spec, q, n, gamma, s2, reps, chunk):
 
 
 def finite_n_allocation(a, q: int, N: float):
-    r"""Closed form :math:`n_u = q + 1 + (N - U(q+1))\sqrt{a_u}/\sum_v \sqrt{a_v}` (continuous relaxation)."""
+    r"""Closed form :math:`n_u = q + 1 + (N - U(q+1))\sqrt{a_u}/\sum_v \sqrt{a_v}` (continuous relaxation).
+
+    The minimiser of :math:`\sum_u a_u q/(n_u - q - 1)` subject to :math:`\sum_u n_u = N`:
+    the square-root law plus a floor of :math:`q + 1` samples per learner.
+
+    Parameters
+    ----------
+    a : array_like, shape (U,)
+        Per-level cost weights :math:`a_u = \omega_u s^2(u) \ge 0`.
+    q : int
+        Features per learner.
+    N : float
+        Total sample budget, ``N > U (q + 1)``.
+
+    Returns
+    -------
+    ndarray of float64, shape (U,)
+        Samples per learner :math:`n_u` (real-valued), summing to ``N``.
+
+    Raises
+    ------
+    ValueError
+        If ``N <= U (q + 1)``.
+
+    References
+    ----------
+    THEORY.md section 4 (b), random-matrix form, item (ii).
+
+    Examples
+    --------
+    >>> finite_n_allocation([1.0, 4.0], 2, 20.0).round(6).tolist()   # 3 + 14 * (1/3, 2/3)
+    [7.666667, 12.333333]
+    """
     a = np.asarray(a, dtype=np.float64)
     free = N - a.size * (q + 1)
     if free <= 0:
@@ -153,7 +341,30 @@ def finite_n_allocation(a, q: int, N: float):
 
 
 def numerical_finite_n_allocation(a, q: int, N: float):
-    r"""SLSQP on :math:`\sum_u a_u q/(n_u - q - 1)` with :math:`\sum n_u = N`, :math:`n_u \ge q + 1 + 10^{-9}N`."""
+    r"""SLSQP on :math:`\sum_u a_u q/(n_u - q - 1)` with :math:`\sum n_u = N`, :math:`n_u \ge q + 1 + 10^{-9}N`.
+
+    An independent route to :func:`finite_n_allocation` (check (ii)); BLAS runs on
+    one thread meanwhile.
+
+    Parameters
+    ----------
+    a : array_like, shape (U,)
+        Per-level cost weights, > 0.
+    q : int
+        Features per learner.
+    N : float
+        Total sample budget, ``N > U (q + 1)``.
+
+    Returns
+    -------
+    ndarray of float64, shape (U,)
+        The numerical optimum, summing to ``N``.
+
+    Examples
+    --------
+    >>> numerical_finite_n_allocation([1.0, 4.0], 2, 20.0).round(6).tolist()
+    [7.666667, 12.333333]
+    """
     from scipy.optimize import minimize
 
     a = np.asarray(a, dtype=np.float64)
@@ -170,7 +381,28 @@ def numerical_finite_n_allocation(a, q: int, N: float):
 
 
 def sqrt_law_allocation(a, N: float):
-    r"""The asymptotic square-root law :math:`n_u = N\sqrt{a_u}/\sum_v\sqrt{a_v}`."""
+    r"""The asymptotic square-root law :math:`n_u = N\sqrt{a_u}/\sum_v\sqrt{a_v}`.
+
+    Parameters
+    ----------
+    a : array_like, shape (U,)
+        Per-level cost weights, >= 0.
+    N : float
+        Total sample budget.
+
+    Returns
+    -------
+    ndarray of float64, shape (U,)
+
+    References
+    ----------
+    THEORY.md section 4 (b), Theorem 2.
+
+    Examples
+    --------
+    >>> sqrt_law_allocation([1.0, 4.0], 30.0).tolist()
+    [10.0, 20.0]
+    """
     r = np.sqrt(np.asarray(a, dtype=np.float64))
     return N * r / r.sum()
 
@@ -388,11 +620,22 @@ def check_decoupling_failure(*, model=None, lam=None, q: int = 40, gamma: float 
 def rmt_checks(quick: bool = True, rng=0) -> dict:
     r"""All random-matrix checks (i)--(iv).
 
+    Parameters
+    ----------
+    quick : bool, default True
+        Few replications (the CI tier); False for the full tier.
+    rng : numpy.random.Generator, int or None, default 0
+        One generator for every simulation, drawn in a fixed order (checks (i) and (iv)).
+
     Returns
     -------
     dict of str -> CheckReport
         Keys ``'i.ols'``, ``'i.ridge'``, ``'ii'``, ``'iii'``, ``'iv'``.  Each report's ``measured``
         holds plottable arrays (simulated means, standard errors, references, distances, slopes).
+
+    References
+    ----------
+    THEORY.md section 4 (b), items (i)--(iv); figure 4 of section 6.
     """
     gen = as_generator(rng)
     ols, ridge = check_ols_ridge(quick=quick, rng=gen)
