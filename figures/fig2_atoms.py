@@ -46,8 +46,7 @@ def _sizes(quick: bool) -> dict:
 
 def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     """Both optima, certificates and the off-grid check of one case."""
-    from noisealloc.solvers import certify, offgrid_check, solve
-    from noisealloc.solvers.criteria import make_problem
+    from noisealloc.solvers import certify, make_problem, offgrid_check, solve
     from noisealloc.solvers.problems import build_problem
     from noisealloc.theory.entropic import entropic_pdf_values
 
@@ -70,7 +69,7 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
         w_L = red.weights
     cert_L = certify(prob.A, w_L, "L", W=prob.A_eval)
     p_L = make_problem(prob.A, "L", W=prob.A_eval, grid=prob.lam)
-    og = offgrid_check(p_L, w_L, prob.A_of_lam) if prob.A_of_lam is not None else None
+    og = offgrid_check(p_L, w_L, A_fn=prob.A_of_lam) if prob.A_of_lam is not None else None
     h = prob.entropy_rate
     p_ent = None
     if h is not None and np.any(np.asarray(h) > 0):

@@ -1,13 +1,31 @@
 """Solvers layer: allocation problems, convex and non-convex solvers, certificates.
 
-Imports :mod:`noisealloc.theory` only.  Public API:
+Imports :mod:`noisealloc.theory` only.  Modules, bottom to top (each imports only those
+above it in this list, never the package itself):
+
+* :mod:`~noisealloc.solvers.criteria` -- one object per criterion (value, gradient matrices,
+  Hessian, scale); the sandwich object holds the rounding-error guard;
+* :mod:`~noisealloc.solvers.problem` -- :class:`Problem`, :func:`make_problem`, input checks,
+  moment matrices and evaluation;
+* algorithms: :mod:`~noisealloc.solvers.frank_wolfe`, :mod:`~noisealloc.solvers.multiplicative`,
+  :mod:`~noisealloc.solvers.rex`, :mod:`~noisealloc.solvers.polish`,
+  :mod:`~noisealloc.solvers.support` (Caratheodory), :mod:`~noisealloc.solvers.e_optimal`;
+* :mod:`~noisealloc.solvers.certificates` -- certificates, off-grid and exact checks;
+* :mod:`~noisealloc.solvers.driver` -- :func:`solve` and :func:`certify`;
+* :mod:`~noisealloc.solvers.values`, :mod:`~noisealloc.solvers.refine`,
+  :mod:`~noisealloc.solvers.theorem1p`.
+
+Public API:
 
 * :func:`solve` -- optimal allocation on a grid with a certificate (:class:`SolveResult`);
-* :func:`certify` -- recompute a :class:`Certificate` from ``(A, weights)`` alone;
+* :func:`certify` -- recompute a :class:`Certificate` from ``(problem, weights)`` alone;
+  :func:`offgrid_check` and :func:`exact_sensitivity_check` take the same first arguments;
 * :func:`reduce_support`, :func:`merge_atoms` -- Caratheodory reduction, merging of adjacent grid atoms;
 * :func:`refine` -- off-grid refinement of atom positions given ``lam -> A(lam)``;
 * :func:`reduce_population` -- Theorem 1' (at most m + 1 atoms with the same population optimum);
-* :func:`sandwich_value`, :func:`sandwich_gradient` -- the sandwich V(p) and its gradient.
+* :func:`sandwich_value`, :func:`sandwich_gradient`, :func:`allocation_value` -- V(p), its
+  gradient, and any criterion's value of an allocation;
+* :func:`single_blas_thread` -- the scoped BLAS thread limit the solvers run under.
 """
 
 if __name__ != "noisealloc.solvers":
@@ -18,12 +36,12 @@ if __name__ != "noisealloc.solvers":
         f"(or `from noisealloc.solvers import ...`), not as the top-level name {__name__!r}"
     )
 
-
-from noisealloc.solvers.certificates import certify, exact_sensitivity_check, offgrid_check
-from noisealloc.solvers.criteria import CRITERIA, METHODS, Problem, make_problem, sandwich_gradient, sandwich_value, solve
+from noisealloc.solvers._threads import single_blas_thread
+from noisealloc.solvers.certificates import exact_sensitivity_check, offgrid_check
+from noisealloc.solvers.criteria import CRITERIA, SingularMomentError
+from noisealloc.solvers.driver import METHODS, certify, solve
+from noisealloc.solvers.problem import Problem, make_problem
 from noisealloc.solvers.refine import refine
-from noisealloc.solvers.support import caratheodory, merge_atoms, reduce_support
-from noisealloc.solvers.theorem1p import reduce_population
 from noisealloc.solvers.result import (
     STATUS_MESSAGES,
     Certificate,
@@ -34,11 +52,15 @@ from noisealloc.solvers.result import (
     SolveResult,
     Theorem1pResult,
 )
+from noisealloc.solvers.support import caratheodory, merge_atoms, reduce_support
+from noisealloc.solvers.theorem1p import reduce_population
+from noisealloc.solvers.values import allocation_value, sandwich_gradient, sandwich_value
 
 __all__ = [
     "solve",
     "sandwich_value",
     "sandwich_gradient",
+    "allocation_value",
     "refine",
     "caratheodory",
     "merge_atoms",
@@ -49,6 +71,8 @@ __all__ = [
     "exact_sensitivity_check",
     "make_problem",
     "Problem",
+    "SingularMomentError",
+    "single_blas_thread",
     "CRITERIA",
     "METHODS",
     "STATUS_MESSAGES",

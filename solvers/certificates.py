@@ -27,6 +27,16 @@ Off the grid, the sensitivity :math:`d(\lambda) = -g(\lambda)` must satisfy
 locally between grid nodes given a callable ``lam -> A(lam)``;
 :func:`exact_sensitivity_check` proves it exactly (sympy, real-root isolation) when
 ``A`` is a rational function of :math:`\mathrm{snr} = e^\lambda`.
+
+Both checks, like :func:`noisealloc.solvers.certify`, take the same first arguments
+``(problem, weights, criterion)``: a :class:`~noisealloc.solvers.problem.Problem`, or the raw
+arrays with the criterion's keywords (:func:`~noisealloc.solvers.problem.as_problem`).  The
+public :func:`noisealloc.solvers.certify` (in :mod:`~noisealloc.solvers.driver`) builds the
+full :class:`~noisealloc.solvers.result.Certificate` with :func:`certify_problem`.
+
+References
+----------
+THEORY.md section 4 (a), "Certificates".
 """
 
 from __future__ import annotations
@@ -34,122 +44,53 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from noisealloc.solvers.criteria import Problem, evaluate, gradient, make_problem, moments, scale
+from noisealloc.solvers.e_optimal import e_dual_bound
+from noisealloc.solvers.problem import Problem, as_problem, check_weights, evaluate, gradient, scale
 from noisealloc.solvers.result import Certificate, ExactCertificate, OffGridCheck
-from noisealloc.theory.errors import as_float_array, check_finite, check_interval
-from noisealloc.theory.tolerances import E_CLUSTER_RTOL, FW_GAP_RTOL, KKT_RTOL
+from noisealloc.theory.errors import check_interval
+from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
 
-__all__ = ["certify", "certify_problem", "offgrid_check", "exact_sensitivity_check", "e_dual_bound"]
-
-
-def _check_weights(weights, n: int) -> np.ndarray:
-    p = as_float_array(weights, "weights")
-    if p.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},) to match A; got {p.shape}")
-    check_finite(p, "weights")
-    if np.any(p < 0):
-        raise ValueError(f"weights must be non-negative; min is {p.min()!r}")
-    tot = p.sum()
-    if not abs(tot - 1.0) <= 1e-9:
-        raise ValueError(f"weights must sum to 1 (a probability vector); sum is {tot!r}")
-    return p / tot
+__all__ = [
+    "certify_problem",
+    "offgrid_check",
+    "offgrid_check_problem",
+    "exact_sensitivity_check",
+    "exact_check_problem",
+    "sensitivity_parts",
+]
 
 
-def _e_clusters(ev: np.ndarray) -> list:
-    """Sizes ``r >= 2`` of the clusters of smallest eigenvalues (spread within ``E_CLUSTER_RTOL``)."""
-    m = ev.size
-    tol = E_CLUSTER_RTOL * max(abs(ev[-1]), abs(ev[0]), np.finfo(float).tiny)
-    sizes = []
-    for r in range(2, m + 1):
-        spread = ev[r - 1] - ev[0]
-        if spread > tol:
-            break
-        # a cluster ends where the next eigenvalue is further away than the spread
-        if r == m or ev[r] - ev[r - 1] > spread:
-            sizes.append(r)
-    return sizes
+def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
+                    surrogate_value: float | None = None) -> Certificate:
+    r"""The :class:`~noisealloc.solvers.result.Certificate` of an allocation of a validated problem.
 
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        The allocation (a probability vector; not re-validated here).
+    rtol : float, optional
+        Tolerance of ``equivalence_ok`` and ``certified`` (default ``FW_GAP_RTOL`` for convex
+        criteria, ``KKT_RTOL`` for the sandwich).
+    surrogate_value : float, optional
+        Sandwich only: V at the convex surrogate's optimum, stored as is (computed by the
+        driver, which can solve the surrogate).
 
-def e_dual_bound(prob: Problem, p: np.ndarray):
-    r"""Best weak-duality certificate of E-optimality built from ``(A, p)`` alone.
+    Returns
+    -------
+    Certificate
+        Gap, relative gap, equivalence slacks, support and atom bound, recomputed from
+        ``(prob, p)`` alone.
 
-    Every PSD, trace-one ``E`` gives :math:`\max_q \lambda_{\min}(M_q) \le \max_i \langle E, A_i\rangle + \delta`.
-    Candidates tried (the one with the smallest bound is returned):
-
-    * for every cluster of ``r >= 2`` smallest eigenvalues of :math:`M_p` with spread within
-      ``E_CLUSTER_RTOL`` (relative to :math:`\lambda_{\max}`), and for ``r = m`` (the whole
-      space; the eigenvector of a simple :math:`\lambda_{\min}` at a near-optimal ``p`` is only
-      first-order accurate while the value is second-order), with orthonormal eigenvectors
-      ``Q`` (m, r): :math:`E = Q Z Q^\top` with ``Z`` the solution of the spectraplex problem
-      :math:`\min_{Z \succeq 0, \operatorname{tr} Z = 1} \max_i \langle Z, Q^\top A_i Q\rangle`
-      (primal-dual interior point with column generation,
-      :func:`noisealloc.solvers.e_optimal.column_generation`); at an optimal ``p`` the
-      equivalence theorem (Pukelsheim 2006, ch. 7) says some such ``E`` makes the
-      bound zero;
-    * the eigenprojector of :math:`\lambda_{\min}` and soft-min projectors
-      :math:`E_\mu \propto e^{-M_p/\mu}`, and averages over clusters of smallest eigenvalues.
-
-    Returns ``(E, g, lam_min)`` with ``g_i = -<E, A_i>`` and ``lam_min`` of :math:`M_p`.
+    Raises
+    ------
+    SingularMomentError
+        When the moment matrix of ``p`` is numerically singular.
     """
-    from noisealloc.solvers.e_optimal import column_generation
-
-    M, _ = moments(prob, p)
-    ev, U = np.linalg.eigh(M)
-    lmin = ev[0]
-    spread = max(ev[-1] - ev[0], abs(ev[-1]), np.finfo(float).tiny)
-    cands = []
-    for k in range(1, 17):
-        mu = spread * 10.0 ** (-k)
-        z = np.exp(-(ev - lmin) / mu)
-        cands.append((U * (z / z.sum())) @ U.T)
-    for thr in 10.0 ** -np.arange(2, 15):
-        cl = ev - lmin <= thr * spread
-        cands.append((U * (cl / cl.sum())) @ U.T)
-    m = prob.m
-    tiny = np.finfo(float).tiny
-    target = 0.1 * FW_GAP_RTOL * max(lmin, tiny)
-
-    def score(E):
-        E = 0.5 * (E + E.T)
-        E = E / np.trace(E)
-        g = -(prob.Aflat @ E.ravel())
-        return -lmin + prob.regularization - g.min(), E, g
-
-    best = min((score(E) for E in cands), key=lambda b: b[0])
-    # The cluster sizes, and the whole space: the eigenvector of a simple lambda_min of a
-    # near-optimal p is only first-order accurate (the value is second-order), so the
-    # dual matrix is also re-optimised over all directions (r = m, the full dual problem
-    # on the support of p plus the most sensitive candidates).  Tried in this order until
-    # one meets a tenth of FW_GAP_RTOL (the rest could only tighten an already tight bound).
-    sizes = sorted(set(_e_clusters(ev)) | ({m} if m > 1 else set()))
-    if sizes and best[0] > target:
-        from noisealloc.solvers.e_optimal import _peaks, column_generation
-
-        support = np.flatnonzero(p > 0)
-        cap = max(4 * m, 32)
-        if support.size > cap:
-            support = support[np.argsort(-p[support])[:cap]]
-        v0 = -best[2]
-        pk = _peaks(v0, np.arange(prob.n))
-        top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
-        S0 = np.union1d(support, top)
-        for r in sizes:
-            _q, E, _b = column_generation(prob.Aflat, S0, rtol=0.1 * FW_GAP_RTOL, project=U[:, :r])
-            cand = score(E)
-            if cand[0] < best[0]:
-                best = cand
-            if best[0] <= target:
-                break
-    return best[1], best[2], float(lmin)
-
-
-def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None) -> Certificate:
-    """:func:`certify` on a validated :class:`~noisealloc.solvers.criteria.Problem`."""
     if rtol is None:
         rtol = FW_GAP_RTOL if prob.convex else KKT_RTOL
     support = np.flatnonzero(p > 0)
     dual = None
-    surrogate = None
     if prob.criterion == "E":
         E, g, lmin = e_dual_bound(prob, p)
         value = -lmin
@@ -166,8 +107,6 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None) 
     eq_slack = float(g.min() - gbar)
     sup_slack = float(np.max(np.abs(g[support] - gbar))) if support.size else 0.0
     eq_ok = bool(eq_slack >= -rtol * sc and sup_slack <= rtol * sc)
-    if prob.criterion == "sandwich":
-        surrogate = _surrogate_value(prob)
     bound = prob.atom_bound
     return Certificate(
         criterion=prob.criterion,
@@ -188,87 +127,28 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None) 
         atoms_ok=bool(support.size <= bound),
         regularization=prob.regularization,
         dual_matrix=dual,
-        surrogate_value=surrogate,
+        surrogate_value=surrogate_value if prob.criterion == "sandwich" else None,
     )
 
 
-def _surrogate_value(prob: Problem) -> float:
-    """Sandwich V at the minimiser of the convex surrogate tr(A_omega A_p^-1)."""
-    from noisealloc.solvers.criteria import solve, criterion_value
-
-    if prob.G is None:
-        return None
-    res = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
-    return float(criterion_value(prob, res.weights))
-
-
-def certify(
-    A,
-    weights,
-    criterion: str = "L",
-    *,
-    W=None,
-    G=None,
-    A_eval=None,
-    c=None,
-    grid=None,
-    rtol: float | None = None,
-    A_fn=None,
-    G_fn=None,
-    interval=None,
-    A_sym=None,
-    G_sym=None,
-    snr=None,
-    exact_slack: float | None = None,
-) -> Certificate:
-    r"""Recompute the certificate of an allocation from ``(A, weights)`` alone.
+def sensitivity_parts(prob: Problem, p: np.ndarray):
+    r"""Gradient matrices and bound of the sensitivity :math:`d(\lambda) = -(\langle D_A, A(\lambda)\rangle + \langle D_G, G(\lambda)\rangle)`.
 
     Parameters
     ----------
-    A, criterion, W, G, A_eval, c, grid
-        As in :func:`noisealloc.solvers.solve`.
-    weights : array_like, shape (n,)
-        Probability vector on the grid.
-    rtol : float, optional
-        Tolerance of ``equivalence_ok`` and ``certified`` (default 1e-8 convex, 1e-6 sandwich).
-    A_fn, G_fn : callable, optional
-        ``lam -> A(lam)`` (and ``G(lam)``), shape (m, m): enables :func:`offgrid_check`
-        (needs ``grid``); ``interval`` (default the grid's end points) is checked.
-    A_sym, G_sym, snr : sympy objects, optional
-        ``A`` (and ``G``) as sympy matrices rational in the symbol ``snr``: enables
-        :func:`exact_sensitivity_check` on ``interval`` with slack ``exact_slack``
-        (default: the certified gap plus ``rtol * scale``).
+    prob : Problem
+    p : ndarray, shape (n,)
+        The allocation.
 
     Returns
     -------
-    Certificate
+    DA : ndarray, shape (m, m)
+    DG : ndarray, shape (m, m) or None
+    bound : float
+        :math:`-\sum_j p_j g_j`: the value :math:`d` must not exceed anywhere.
+    scale : float
+        Normaliser of the relative violation.
     """
-    prob = make_problem(A, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
-    p = _check_weights(weights, prob.n)
-    from noisealloc.solvers.criteria import _blas_single_thread
-
-    with _blas_single_thread():  # small factorisations: threads only oversubscribe (see solve)
-        cert = certify_problem(prob, p, rtol=rtol)
-    off = None
-    exact = None
-    if A_fn is not None:
-        off = offgrid_check(prob, p, A_fn, G_fn=G_fn, interval=interval)
-    if A_sym is not None:
-        if interval is None:
-            if prob.grid is None:
-                raise ValueError("the exact check needs interval=(lam_lo, lam_hi) or a grid")
-            interval = (prob.grid[0], prob.grid[-1])
-        slack = exact_slack if exact_slack is not None else cert.gap + cert.rtol * cert.scale
-        exact = exact_sensitivity_check(prob, p, A_sym, snr, interval, G_sym=G_sym, slack=slack)
-    if off is None and exact is None:
-        return cert
-    from dataclasses import replace
-
-    return replace(cert, offgrid=off, exact=exact)
-
-
-def _sensitivity_parts(prob: Problem, p: np.ndarray):
-    """(DA, DG, bound, scale): d(lam) = -(<DA, A(lam)> + <DG, G(lam)>) must stay <= bound."""
     if prob.criterion == "E":
         E, g, lmin = e_dual_bound(prob, p)
         return -E, None, lmin - prob.regularization, max(lmin, np.finfo(float).tiny)
@@ -277,7 +157,8 @@ def _sensitivity_parts(prob: Problem, p: np.ndarray):
     return ev.DA, ev.DG, -float(p @ g), scale(prob, ev)
 
 
-def offgrid_check(prob: Problem, p, A_fn, *, G_fn=None, interval=None, n_top: int = 64) -> OffGridCheck:
+def offgrid_check(problem, weights, criterion: str | None = None, *, A_fn, G_fn=None, interval=None,
+                  n_top: int = 64, W=None, G=None, A_eval=None, c=None, grid=None) -> OffGridCheck:
     r"""Local maximisation of the sensitivity :math:`d(\lambda)` between grid nodes.
 
     Starts at every local maximum of :math:`d` sampled on the grid (plus the ``n_top``
@@ -285,12 +166,69 @@ def offgrid_check(prob: Problem, p, A_fn, *, G_fn=None, interval=None, n_top: in
     intervals with bounded Brent.  A maximum hidden strictly inside an interval whose
     end points are not near a sampled local maximum is not searched: the exact check
     (:func:`exact_sensitivity_check`) has no such gap.
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        The problem, or its matrices ``A`` (then ``criterion`` and its keywords, and ``grid``).
+    weights : array_like, shape (n,)
+        Probability vector on the grid.
+    criterion : str, optional
+        As in :func:`noisealloc.solvers.solve` (raw arrays only; default ``'L'``).
+    A_fn : callable
+        ``lam -> A(lam)``, shape (m, m).
+    G_fn : callable, optional
+        ``lam -> G(lam)`` (required for the sandwich with a separate ``G``).
+    interval : tuple of float, optional
+        ``(lam_lo, lam_hi)`` to check (default the grid's end points).
+    n_top : int
+        Largest grid values of :math:`d` used as extra starts.
+    W, G, A_eval, c, grid
+        Raw-array keywords of :func:`~noisealloc.solvers.problem.make_problem`; the problem needs a grid.
+
+    Returns
+    -------
+    OffGridCheck
+
+    Examples
+    --------
+    A-optimal design for a line on [-1, 1] puts half the mass on each end; the sensitivity
+    :math:`\operatorname{tr}(M^{-2} f f^\top)` peaks there:
+
+    >>> import numpy as np
+    >>> from noisealloc.solvers import offgrid_check
+    >>> x = np.linspace(-1, 1, 5); F = np.stack([np.ones(5), x], 1)
+    >>> fn = lambda t: np.outer([1.0, t], [1.0, t])
+    >>> chk = offgrid_check(F[:, :, None] * F[:, None, :], [0.5, 0, 0, 0, 0.5], "A", A_fn=fn, grid=x)
+    >>> abs(chk.violation) < 1e-12
+    True
+    """
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+    return offgrid_check_problem(prob, check_weights(weights, prob.n), A_fn=A_fn, G_fn=G_fn, interval=interval,
+                                 n_top=n_top)
+
+
+def offgrid_check_problem(prob: Problem, p: np.ndarray, *, A_fn, G_fn=None, interval=None,
+                          n_top: int = 64) -> OffGridCheck:
+    """:func:`offgrid_check` on a validated problem and allocation (no re-validation).
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        Probability vector (already validated).
+    A_fn, G_fn, interval, n_top
+        As in :func:`offgrid_check`.
+
+    Returns
+    -------
+    OffGridCheck
     """
     if prob.grid is None:
         raise ValueError("the off-grid check needs the grid of candidate levels")
     grid = prob.grid
     lo, hi = (grid[0], grid[-1]) if interval is None else check_interval(*interval, name="interval")
-    DA, DG, bound, sc = _sensitivity_parts(prob, p)
+    DA, DG, bound, sc = sensitivity_parts(prob, p)
     if prob.criterion == "sandwich" and prob.G is not None and G_fn is None:
         raise ValueError("the sandwich off-grid check needs G_fn (lam -> G(lam))")
     n_eval = [0]
@@ -346,7 +284,9 @@ def offgrid_check(prob: Problem, p, A_fn, *, G_fn=None, interval=None, n_top: in
     )
 
 
-def exact_sensitivity_check(prob: Problem, p, A_sym, snr, interval, *, G_sym=None, slack: float = 0.0) -> ExactCertificate:
+def exact_sensitivity_check(problem, weights, criterion: str | None = None, *, A_sym, snr=None, interval=None,
+                            G_sym=None, slack: float = 0.0, W=None, G=None, A_eval=None, c=None,
+                            grid=None) -> ExactCertificate:
     r"""Exact proof that :math:`d(\lambda) \le \text{bound} + \text{slack}` for all :math:`\lambda` in ``interval``.
 
     ``A_sym`` (and ``G_sym``) are sympy matrices whose entries are rational functions of
@@ -358,9 +298,59 @@ def exact_sensitivity_check(prob: Problem, p, A_sym, snr, interval, *, G_sym=Non
     non-negative at both ends and at the end points of every isolating interval of the
     roots of ``P`` (between consecutive roots the sign is constant, and an odd-order
     root would show a sign change between its isolating end points).
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        The problem, or its matrices ``A`` (then ``criterion`` and its keywords).
+    weights : array_like, shape (n,)
+        Probability vector on the grid.
+    criterion : str, optional
+        As in :func:`noisealloc.solvers.solve` (raw arrays only; default ``'L'``).
+    A_sym : sympy.Matrix, shape (m, m)
+        :math:`A` as rational functions of ``snr``.
+    snr : sympy.Symbol, optional
+        The variable (default: the one free symbol of ``A_sym``).
+    interval : tuple of float, optional
+        ``(lam_lo, lam_hi)`` (default the grid's end points).
+    G_sym : sympy.Matrix, optional
+        :math:`G` likewise (sandwich with a separate ``G``).
+    slack : float
+        Additive slack allowed above the bound.
+    W, G, A_eval, c, grid
+        Raw-array keywords of :func:`~noisealloc.solvers.problem.make_problem`.
+
+    Returns
+    -------
+    ExactCertificate
+    """
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+    return exact_check_problem(prob, check_weights(weights, prob.n), A_sym=A_sym, snr=snr, interval=interval,
+                               G_sym=G_sym, slack=slack)
+
+
+def exact_check_problem(prob: Problem, p: np.ndarray, *, A_sym, snr=None, interval=None, G_sym=None,
+                        slack: float = 0.0) -> ExactCertificate:
+    """:func:`exact_sensitivity_check` on a validated problem and allocation (no re-validation).
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        Probability vector (already validated).
+    A_sym, snr, interval, G_sym, slack
+        As in :func:`exact_sensitivity_check`.
+
+    Returns
+    -------
+    ExactCertificate
     """
     import sympy as sp
 
+    if interval is None:
+        if prob.grid is None:
+            raise ValueError("the exact check needs interval=(lam_lo, lam_hi) or a grid")
+        interval = (prob.grid[0], prob.grid[-1])
     lo, hi = check_interval(*interval, name="interval")
     if snr is None:
         free = set()
@@ -372,7 +362,7 @@ def exact_sensitivity_check(prob: Problem, p, A_sym, snr, interval, *, G_sym=Non
     m = prob.m
     if tuple(A_sym.shape) != (m, m):
         raise ValueError(f"A_sym must have shape ({m}, {m}); got {A_sym.shape}")
-    DA, DG, bound, sc = _sensitivity_parts(prob, p)
+    DA, DG, bound, sc = sensitivity_parts(prob, p)
     R = sp.Rational
     d = 0
     for a in range(m):

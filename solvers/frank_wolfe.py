@@ -32,13 +32,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from noisealloc.solvers.criteria import (
+from noisealloc.solvers.problem import (
     Problem,
     SingularMomentError,
     evaluate,
     evaluate_moments,
     gradient,
-    moments,
+    new_counters,
     scale,
 )
 
@@ -50,12 +50,40 @@ VARIANTS = ("pairwise", "away")
 def line_search(prob: Problem, M, Gp, DM, DG, t_max: float, *, mu: float = 0.0, phi0: float, counters=None):
     r"""Exact step :math:`t^* = \arg\min_{t \in [0, t_{\max}]} \Phi(M + t D_M, G_p + t D_G)`.
 
-    Returns ``(t, value)``; ``t = 0`` when no decrease is found.
+    The root of the directional derivative is bracketed on ``[0, t_max]`` and found by Brent's
+    method; where the moment matrix becomes singular before ``t_max`` the interval is first cut
+    by bisection.  A step is accepted only if it decreases :math:`\Phi` (halved up to 40 times
+    otherwise: a safeguard for the non-convex sandwich).
+
+    Parameters
+    ----------
+    prob : Problem
+    M : ndarray, shape (m, m)
+        Moment matrix at the current allocation.
+    Gp : ndarray, shape (m, m) or None
+        :math:`G_p` (sandwich with a separate ``G``), else None.
+    DM, DG : ndarray, shape (m, m)
+        Change of :math:`A_p` (and :math:`G_p`) per unit step.
+    t_max : float
+        Largest feasible step.
+    mu : float
+        Smoothing of 'E'.
+    phi0 : float
+        Value at ``t = 0``.
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place (``nfev`` per evaluation).
+
+    Returns
+    -------
+    t : float
+        The step (0 when no decrease was found).
+    value : float
+        :math:`\Phi` after the step (``phi0`` when ``t = 0``).
     """
 
     def phi_and_slope(t):
         if counters is not None:
-            counters["n_value"] += 1
+            counters["nfev"] += 1
         Gt = None if Gp is None else Gp + t * DG
         ev = evaluate_moments(prob, M + t * DM, Gt, mu=mu)
         slope = float(np.sum(ev.DA * DM))
@@ -113,11 +141,35 @@ def line_search(prob: Problem, M, Gp, DM, DG, t_max: float, *, mu: float = 0.0, 
 
 
 def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, variant: str = "pairwise", counters=None):
-    """Frank-Wolfe iterations from ``p``; returns ``(p, status)`` (0 gap <= tol*scale, 1 limit, 2 stalled)."""
+    r"""Frank-Wolfe iterations (pairwise or away steps) from ``p``.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : array_like, shape (n,)
+        Starting allocation (positive definite moment matrix).
+    tol : float
+        Stop when the gap :math:`\bar g - \min_i g_i` is at most ``tol * scale``.
+    max_iter : int
+        Iteration limit.
+    mu : float
+        Smoothing of 'E'.
+    variant : {'pairwise', 'away'}
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The final allocation.
+    status : int
+        Key of :data:`~noisealloc.solvers.result.STATUS_MESSAGES`: 0 gap met, 1 iteration
+        limit, 2 stalled (no decreasing step, or a step made the moment matrix singular).
+    """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}; got {variant!r}")
     if counters is None:
-        counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
+        counters = new_counters()
     p = np.array(p, dtype=float)
     p_prev = p
     for it in range(max_iter + 1):
@@ -128,7 +180,7 @@ def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, variant
             return p_prev, 2
         p_prev = p.copy()
         g = gradient(prob, ev)
-        counters["n_grad"] += 1
+        counters["njev"] += 1
         gbar = float(p @ g)
         s = int(np.argmin(g))
         gap = gbar - g[s]
@@ -161,7 +213,7 @@ def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, variant
         DM = 0.5 * (DM + DM.T)
         M, _G = ev.M, ev.Gp
         t, _v = line_search(prob, M, Gp, DM, DG, t_max, mu=mu, phi0=ev.value, counters=counters)
-        counters["n_iter"] += 1
+        counters["nit"] += 1
         if t == 0.0:
             return p, 2
         p = p + t * direction

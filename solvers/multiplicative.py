@@ -23,23 +23,47 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.solvers.criteria import Problem, evaluate, gradient, scale
+from noisealloc.solvers.problem import Problem, evaluate, gradient, new_counters, scale
 
 __all__ = ["run"]
 
 
 def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, counters=None):
-    """Multiplicative iterations from ``p``; returns ``(p, status)`` (0 gap <= tol*scale, 1 limit, 2 stalled)."""
+    """Multiplicative iterations from ``p`` (convex criteria).
+
+    Parameters
+    ----------
+    prob : Problem
+        A convex problem.
+    p : array_like, shape (n,)
+        Starting allocation.
+    tol : float
+        Stop when the gap is at most ``tol * scale``.
+    max_iter : int
+        Iteration limit.
+    mu : float
+        Smoothing of 'E'.
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The final allocation.
+    status : int
+        Key of :data:`~noisealloc.solvers.result.STATUS_MESSAGES`: 0 gap met, 1 iteration
+        limit, 2 stalled.
+    """
     if not prob.convex:
         raise ValueError("the multiplicative algorithm needs a convex criterion")
     if counters is None:
-        counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
+        counters = new_counters()
     rho = 1.0 if prob.criterion == "D" else 0.5
     p = np.array(p, dtype=float)
     ev = evaluate(prob, p, mu=mu)
     for it in range(max_iter + 1):
         g = gradient(prob, ev)
-        counters["n_grad"] += 1
+        counters["njev"] += 1
         gbar = float(p @ g)
         gap = gbar - float(g.min())
         if gap <= tol * scale(prob, ev):
@@ -53,11 +77,11 @@ def run(prob: Problem, p, *, tol: float, max_iter: int, mu: float = 0.0, counter
             q = p * s**r
             q /= q.sum()
             ev_new = evaluate(prob, q, mu=mu)
-            counters["n_value"] += 1
+            counters["nfev"] += 1
             if ev_new.value <= ev.value or r < 1e-3:
                 break
             r *= 0.5
-        counters["n_iter"] += 1
+        counters["nit"] += 1
         if not ev_new.value < ev.value and np.array_equal(q, p):
             return p, 2
         p, ev = q, ev_new

@@ -5,7 +5,7 @@ candidates whose gradient violates the equivalence theorem) and repeat:
 
 1. **Newton on the face.** With :math:`g_S` and the Hessian
    :math:`H_{jk} = \partial^2\Phi/\partial p_j\partial p_k` on :math:`S`
-   (see :func:`noisealloc.solvers.criteria.hessian`), take
+   (see :func:`noisealloc.solvers.problem.hessian`), take
    :math:`d = -Z (Z^\top H Z)_+^{-1} Z^\top g_S` with :math:`Z` an orthonormal basis of
    :math:`\{d : \mathbf 1^\top d = 0\}` and :math:`(\cdot)_+` the eigenvalue-modified
    reduced Hessian (eigenvalues floored at a small positive fraction of the largest:
@@ -36,12 +36,13 @@ from __future__ import annotations
 import numpy as np
 
 from noisealloc.solvers.frank_wolfe import line_search, run as _frank_wolfe_run
-from noisealloc.solvers.criteria import (
+from noisealloc.solvers.problem import (
     Problem,
     SingularMomentError,
     evaluate,
     gradient,
     hessian,
+    new_counters,
     scale,
 )
 
@@ -60,7 +61,7 @@ def _null_basis(s: int) -> np.ndarray:
 
 
 def _value(prob, p, mu, counters):
-    counters["n_value"] += 1
+    counters["nfev"] += 1
     try:
         return evaluate(prob, p, mu=mu)
     except SingularMomentError:
@@ -73,14 +74,39 @@ def _face_gap(p, S, gS):
 
 
 def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, max_steps: int = 100, counters=None):
-    r"""Projected Newton restricted to the candidates ``S``; returns ``(p, S_kept, n_steps)``.
+    r"""Projected Newton restricted to the candidates ``S``.
 
     Stops when the KKT residual on the face, :math:`\max_{i \in S, p_i > 0} g_i - \min_{i \in S} g_i`,
     is at most ``target`` (a first-order measure: the Newton decrement, quadratic in the
     gradient, would stop far too early for a 1e-8 first-order certificate).
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        Starting allocation (positive definite moment matrix).
+    S : array_like of int
+        Candidates of the face (the support plus candidates that may enter).
+    target : float
+        Absolute KKT residual on the face at which to stop.
+    mu : float
+        Smoothing of 'E'.
+    max_steps : int
+        Newton step limit.
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The allocation after the Newton steps.
+    S_kept : ndarray of int
+        Candidates still on the face.
+    n_steps : int
+        Newton steps taken.
     """
     if counters is None:
-        counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
+        counters = new_counters()
     p = p.copy()
     S = np.array(sorted(set(int(i) for i in S)), dtype=int)
     ev = evaluate(prob, p, mu=mu)
@@ -142,7 +168,7 @@ def newton_on_support(prob: Problem, p, S, *, target: float, mu: float = 0.0, ma
                     break
             alpha *= 0.5
         steps += 1
-        counters["n_iter"] += 1
+        counters["nit"] += 1
         if not accepted:
             # Nearly dependent atoms (neighbouring grid points) make the reduced Hessian
             # ill-conditioned; fall back to an exact vertex-exchange step on the face.
@@ -192,14 +218,42 @@ def _aggregate(p: np.ndarray, S: np.ndarray) -> np.ndarray:
 
 
 def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100, counters=None):
-    """Polish ``p`` until the certified relative gap is <= ``tol``; returns ``(p, status)``."""
+    """Polish ``p`` by projected Newton with column generation until the certified relative gap is <= ``tol``.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : array_like, shape (n,)
+        Starting allocation (e.g. from the main algorithm).
+    tol : float
+        Target relative gap.
+    mu : float
+        Smoothing of 'E'.
+    max_rounds : int
+        Column-generation rounds.
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The polished allocation.
+    status : int
+        Key of :data:`~noisealloc.solvers.result.STATUS_MESSAGES`: 0 gap met, 1 round limit,
+        2 stalled (five rounds without progress, also after one pairwise Frank-Wolfe rescue).
+
+    Raises
+    ------
+    SingularMomentError
+        When the moment matrix of ``p`` is numerically singular.
+    """
     if counters is None:
-        counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
+        counters = new_counters()
     p = np.array(p, dtype=float)
     n = prob.n
     ev = evaluate(prob, p, mu=mu)
     g = gradient(prob, ev)
-    counters["n_grad"] += 1
+    counters["njev"] += 1
     cap = max(4 * prob.m, 32)
     if np.count_nonzero(p) > cap:
         # A multiplicative run leaves every weight positive: keep the heavy atoms and the
@@ -221,7 +275,7 @@ def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100,
     for _round in range(max_rounds):
         ev = evaluate(prob, p, mu=mu)
         g = gradient(prob, ev)
-        counters["n_grad"] += 1
+        counters["njev"] += 1
         gbar = float(p @ g)
         gap = gbar - float(g.min())
         sc = scale(prob, ev)
@@ -253,7 +307,7 @@ def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100,
         p, S, _ = newton_on_support(prob, p, S, target=0.1 * tol * sc, mu=mu, counters=counters)
     ev = evaluate(prob, p, mu=mu)
     g = gradient(prob, ev)
-    counters["n_grad"] += 1
+    counters["njev"] += 1
     return p, (0 if float(p @ g) - g.min() <= tol * scale(prob, ev) else 1)
 
 

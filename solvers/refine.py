@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from noisealloc.solvers.criteria import criterion_value, make_problem
+from noisealloc.solvers.polish import newton_on_support
+from noisealloc.solvers.problem import criterion_value, make_problem
 from noisealloc.solvers.result import RefineResult
 from noisealloc.theory.errors import as_float_array, check_finite
 
@@ -65,8 +66,6 @@ def refine(
     -------
     RefineResult
     """
-    from noisealloc.solvers.polish import newton_on_support
-
     lam = np.array(as_float_array(lam, "lam"), dtype=float).ravel()
     w = np.array(as_float_array(weights, "weights"), dtype=float).ravel()
     if lam.size == 0 or lam.shape != w.shape:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.solvers.criteria import Problem, evaluate, gradient, scale
+from noisealloc.solvers.problem import Problem, evaluate, gradient, new_counters, scale
 from noisealloc.solvers.frank_wolfe import line_search
 from noisealloc.theory.errors import as_generator
 
@@ -36,19 +36,44 @@ __all__ = ["run"]
 
 
 def run(prob: Problem, p, *, tol: float, max_iter: int, rng=None, gamma: int = 4, counters=None):
-    """REX-style iterations from ``p``; returns ``(p, status)`` (0 gap <= tol*scale, 1 limit, 2 stalled)."""
+    """REX-style randomised exchange iterations from ``p`` ('L', 'A', 'c', 'D').
+
+    Parameters
+    ----------
+    prob : Problem
+    p : array_like, shape (n,)
+        Starting allocation.
+    tol : float
+        Stop when the gap is at most ``tol * scale``.
+    max_iter : int
+        Iteration limit.
+    rng : numpy.random.Generator or int or None
+        Randomness of the exchange sets and visiting order.
+    gamma : int
+        ``gamma * m`` steepest and ``gamma * m`` random candidates join the exchange set.
+    counters : dict, optional
+        ``nit``/``njev``/``nfev`` counters, updated in place.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The final allocation.
+    status : int
+        Key of :data:`~noisealloc.solvers.result.STATUS_MESSAGES`: 0 gap met, 1 iteration
+        limit, 2 stalled.
+    """
     if prob.criterion not in ("L", "A", "c", "D"):
         raise ValueError(f"rex supports criteria 'L', 'A', 'c', 'D'; got {prob.criterion!r}")
     rng = as_generator(rng)
     if counters is None:
-        counters = {"n_iter": 0, "n_grad": 0, "n_value": 0}
+        counters = new_counters()
     n, m = prob.n, prob.m
     p = np.array(p, dtype=float)
     k = min(n, gamma * m)
     for it in range(max_iter + 1):
         ev = evaluate(prob, p)
         g = gradient(prob, ev)
-        counters["n_grad"] += 1
+        counters["njev"] += 1
         gbar = float(p @ g)
         gap = gbar - float(g.min())
         if gap <= tol * scale(prob, ev):
@@ -81,7 +106,7 @@ def run(prob: Problem, p, *, tol: float, max_iter: int, rng=None, gamma: int = 4
                 p[j] -= t
             ev = evaluate(prob, p)
             moved = True
-        counters["n_iter"] += 1
+        counters["nit"] += 1
         if not moved:
             return p, 2
     return p, 1

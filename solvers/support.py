@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.solvers.criteria import evaluate, gradient, make_problem, scale
+from noisealloc.solvers.polish import newton_on_support
+from noisealloc.solvers.problem import as_problem, check_weights, evaluate, scale
 from noisealloc.solvers.result import ReductionResult
-from noisealloc.theory.errors import as_float_array, check_finite
 from noisealloc.theory.tolerances import FW_GAP_RTOL
 
 #: Relative value change accepted from a Caratheodory step (pure rounding: the moments
@@ -34,7 +34,18 @@ __all__ = ["caratheodory", "reduce_support", "merge_atoms", "moment_vectors"]
 
 
 def moment_vectors(A, G=None) -> np.ndarray:
-    """Rows :math:`v_i = (\\operatorname{vech} A_i, \\operatorname{vech} G_i, 1)`, shape (n, d)."""
+    r"""Rows :math:`v_i = (\operatorname{vech} A_i, \operatorname{vech} G_i, 1)` of the Carathéodory reduction.
+
+    Parameters
+    ----------
+    A : array_like, shape (n, m, m)
+    G : array_like, shape (n, m, m), optional
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+        ``d = m(m+1)/2 + 1`` without ``G``, ``m(m+1) + 1`` with it.
+    """
     A = np.asarray(A, dtype=float)
     m = A.shape[1]
     iu = np.triu_indices(m)
@@ -57,6 +68,11 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
     p : array_like, shape (n,)
     rcond : float, optional
         Singular values below ``rcond * s_max`` count as zero (default ``1e-12``).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        Reduced weights (support inside that of ``p``, rows of ``V`` on it independent).
     """
     V = np.asarray(V, dtype=float)
     p = np.array(p, dtype=float)
@@ -83,28 +99,41 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
         p[p < 0] = 0.0
 
 
-def _check_weights(weights, n):
-    p = as_float_array(weights, "weights")
-    if p.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},) to match A; got {p.shape}")
-    check_finite(p, "weights")
-    if np.any(p < 0) or not p.sum() > 0:
-        raise ValueError("weights must be non-negative with a positive sum")
-    return p / p.sum()
-
-
-def reduce_support(A, weights, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None) -> ReductionResult:
+def reduce_support(problem, weights, criterion: str | None = None, *, W=None, G=None, A_eval=None,
+                   c=None) -> ReductionResult:
     """Carathéodory reduction of an allocation to at most Theorem 1's number of atoms.
 
     Never increases the criterion value (it is recomputed; the input is returned if
-    rounding would increase it).  Parameters as in :func:`noisealloc.solvers.solve`.
+    rounding would increase it).
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        As in :func:`noisealloc.solvers.solve`.
+    weights : array_like, shape (n,)
+        Non-negative weights with a positive sum (rescaled to sum one).
+    criterion, W, G, A_eval, c
+        As in :func:`noisealloc.solvers.solve` (raw arrays only).
 
     Returns
     -------
     ReductionResult
+
+    References
+    ----------
+    THEORY.md section 4 (a), Theorem 1 (Carathéodory).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisealloc.solvers import reduce_support
+    >>> x = np.linspace(-1, 1, 5); F = np.stack([np.ones(5), x], 1)
+    >>> red = reduce_support(F[:, :, None] * F[:, None, :], np.full(5, 0.2), "D")
+    >>> red.n_atoms_before, red.n_atoms_after <= 4, red.value_after <= red.value_before + 1e-12
+    (5, True, True)
     """
-    prob = make_problem(A, criterion, W=W, G=G, A_eval=A_eval, c=c)
-    p = _check_weights(weights, prob.n)
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c)
+    p = check_weights(weights, prob.n, exact_sum=False)
     V = moment_vectors(prob.A, prob.G)
     q = caratheodory(V, p)
     q /= q.sum()
@@ -127,20 +156,36 @@ def reduce_support(A, weights, criterion: str = "L", *, W=None, G=None, A_eval=N
 
 
 def merge_atoms(
-    A, weights, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, max_gap: int = 1, rtol: float = FW_GAP_RTOL
+    problem, weights, criterion: str | None = None, *, W=None, G=None, A_eval=None, c=None, max_gap: int = 1,
+    rtol: float = FW_GAP_RTOL
 ) -> ReductionResult:
     """Merge clusters of support atoms that are at most ``max_gap`` grid indices apart.
 
     Each cluster is replaced by the member grid point that minimises the value after
     the weights are re-optimised on the new support (projected Newton); a merge is kept
     only if the value rises by at most ``rtol * scale`` (``scale`` as in the certificate).
-    """
-    from noisealloc.solvers.polish import newton_on_support
 
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        As in :func:`noisealloc.solvers.solve`.
+    weights : array_like, shape (n,)
+        Non-negative weights with a positive sum.
+    criterion, W, G, A_eval, c
+        As in :func:`noisealloc.solvers.solve` (raw arrays only).
+    max_gap : int
+        Atoms at most this many grid indices apart form one cluster.
+    rtol : float
+        Allowed relative rise of the value per merge.
+
+    Returns
+    -------
+    ReductionResult
+    """
     if not (isinstance(max_gap, (int, np.integer)) and max_gap >= 1):
         raise ValueError(f"max_gap must be an integer >= 1; got {max_gap!r}")
-    prob = make_problem(A, criterion, W=W, G=G, A_eval=A_eval, c=c)
-    p = _check_weights(weights, prob.n)
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c)
+    p = check_weights(weights, prob.n, exact_sum=False)
     ev0 = evaluate(prob, p)
     v0 = ev0.value
     sc = scale(prob, ev0)

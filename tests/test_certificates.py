@@ -12,7 +12,7 @@ import sympy as sp
 from hypothesis import given, settings, strategies as st
 
 from noisealloc.solvers import certify, make_problem, solve
-from noisealloc.solvers.criteria import criterion_value
+from noisealloc.solvers.problem import criterion_value
 from noisealloc.theory.errors import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from noisealloc.solvers import certify, make_problem, solve
-from noisealloc.solvers.criteria import criterion_value
+from noisealloc.solvers.problem import criterion_value
 from noisealloc.theory.tolerances import FD_REL_STEP, FD_RTOL, KKT_RTOL, MC_NSIGMA
 
 sys.path.insert(0, str(Path(__file__).parent))

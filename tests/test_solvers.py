@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from scipy import optimize
 
 from noisealloc.solvers import certify, make_problem, solve
-from noisealloc.solvers.criteria import criterion_value
+from noisealloc.solvers.problem import criterion_value
 from noisealloc.solvers.support import reduce_support
 from noisealloc.theory.errors import ConvergenceWarning, RegularizationWarning
 from noisealloc.theory.tolerances import FW_GAP_RTOL
@@ -305,7 +305,7 @@ def test_near_singular_is_regularised_and_reported():
 def test_doctest_example():
     import doctest
 
-    import noisealloc.solvers.criteria as mod
+    import noisealloc.solvers.driver as mod
 
     r = doctest.testmod(mod, verbose=False)
     assert r.failed == 0 and r.attempted > 0

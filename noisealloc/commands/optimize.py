@@ -96,11 +96,10 @@ def run(args) -> int:
 
     off = None
     if prob.A_of_lam is not None:
-        from noisealloc.solvers import offgrid_check
-        from noisealloc.solvers.criteria import make_problem
+        from noisealloc.solvers import make_problem, offgrid_check
 
         P = make_problem(prob.A, args.criterion, grid=lam, **_criterion_kwargs(prob, args.criterion))
-        off = offgrid_check(P, weights, prob.A_of_lam, G_fn=prob.G_of_lam if args.criterion == "sandwich" else None)
+        off = offgrid_check(P, weights, A_fn=prob.A_of_lam, G_fn=prob.G_of_lam if args.criterion == "sandwich" else None)
     exact = None
     if args.model == "linear" and args.criterion in ("L", "A", "D"):
         A_sym, snr = gaussian_linear_sympy(model.variances)

@@ -1,0 +1,338 @@
+r"""The driver: :func:`solve` (optimal allocation with a certificate) and :func:`certify`.
+
+:func:`solve` validates the problem once (:func:`~noisealloc.solvers.problem.as_problem`),
+runs a main algorithm (:mod:`~noisealloc.solvers.multiplicative`,
+:mod:`~noisealloc.solvers.frank_wolfe` or :mod:`~noisealloc.solvers.rex`) to find the
+support, then the polish (:mod:`~noisealloc.solvers.polish`, or
+:mod:`~noisealloc.solvers.e_optimal` for 'E'), and lets the certificate
+(:mod:`~noisealloc.solvers.certificates`), not the algorithms' own bookkeeping, decide the
+status.  :func:`certify` recomputes that certificate for any allocation.  Both run with BLAS
+limited to one thread, scoped to the call (:func:`~noisealloc.solvers.single_blas_thread`).
+
+References
+----------
+THEORY.md section 4, regime (a): criteria and certificates.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+import numpy as np
+
+from noisealloc.solvers import e_optimal, frank_wolfe, multiplicative, rex
+from noisealloc.solvers import polish as polish_mod
+from noisealloc.solvers._threads import single_blas_thread
+from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
+from noisealloc.solvers.problem import (
+    Problem,
+    as_problem,
+    check_weights,
+    criterion_value,
+    evaluate,
+    new_counters,
+)
+from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
+from noisealloc.theory.errors import ConvergenceWarning, as_generator, check_choice
+from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
+
+__all__ = ["METHODS", "solve", "certify"]
+
+#: Methods accepted by :func:`solve`.
+METHODS = ("auto", "frank-wolfe", "multiplicative", "rex")
+
+
+def _default_max_iter(method: str) -> int:
+    return {"frank-wolfe": 20000, "multiplicative": 20000, "rex": 2000}.get(method, 20000)
+
+
+def solve(
+    problem,
+    criterion: str | None = None,
+    *,
+    W=None,
+    G=None,
+    A_eval=None,
+    c=None,
+    grid=None,
+    method: str = "auto",
+    polish: bool = True,
+    tol: float | None = None,
+    max_iter: int | None = None,
+    p0=None,
+    rng=None,
+) -> SolveResult:
+    r"""Optimal allocation on a candidate grid, with a certificate.
+
+    Minimises :math:`\Phi(M(p))` over probability vectors ``p`` on the grid (criteria in
+    :mod:`~noisealloc.solvers.criteria`).  The main algorithm reduces the certified gap quickly
+    and identifies the support; ``polish=True`` then runs projected Newton on the active
+    support with column generation over all candidates (quadratic convergence), until
+    the certified relative gap is at most ``tol``.
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        A validated :class:`~noisealloc.solvers.problem.Problem`, or the per-level symmetric PSD
+        matrices :math:`A(\lambda_i)` (then the criterion and its keywords below build it).
+    criterion : {'sandwich', 'V', 'L', 'A', 'D', 'E', 'c'}, optional
+        Default ``'L'`` for raw arrays; with a Problem only its own criterion.
+    W : array_like, shape (m, m), optional
+        Weight of 'L' (default identity).
+    G : array_like, shape (n, m, m), optional
+        Sandwich only: :math:`G(\lambda_i)` (default ``A``, i.e. ``G = A``, convex case).
+    A_eval : array_like, shape (m, m)
+        Sandwich only: :math:`A_\omega = \int \omega A`.
+    c : array_like, shape (m,)
+        'c' only.
+    grid : array_like, shape (n,), optional
+        Strictly increasing candidate levels :math:`\lambda_i` (used for ``lam`` and merging).
+    method : {'auto', 'frank-wolfe', 'multiplicative', 'rex'}
+        ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich.
+    polish : bool
+        Finish with projected Newton on the active support (default True); for 'E' the
+        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`.
+    tol : float, optional
+        Target certified relative gap (default ``FW_GAP_RTOL`` = 1e-8 for convex criteria,
+        ``KKT_RTOL`` = 1e-6 for the sandwich).
+    max_iter : int, optional
+        Iteration limit of the main algorithm.
+    p0 : array_like, shape (n,), optional
+        Starting allocation (default uniform).
+    rng : numpy.random.Generator or int or None
+        Randomness of 'rex' only.
+
+    Returns
+    -------
+    SolveResult
+        ``status`` is a key of ``STATUS_MESSAGES``; ``success`` only when the certificate holds.
+
+    Raises
+    ------
+    ValueError
+        Invalid input (see :func:`~noisealloc.solvers.problem.make_problem`).
+    SingularMomentError
+        When the starting allocation's moment matrix is numerically singular and the
+        algorithms cannot leave it (a :class:`numpy.linalg.LinAlgError`;
+        :func:`~noisealloc.solvers.optimize_allocation` turns it into a status).
+
+    Warns
+    -----
+    ConvergenceWarning
+        If the certificate does not hold at ``tol``.
+    RegularizationWarning
+        If a ridge had to be added (near-singular problem).
+
+    References
+    ----------
+    THEORY.md section 4 (a): criteria to support, certificates.
+
+    Examples
+    --------
+    Quadratic regression on five points of [-1, 1], A-optimal:
+
+    >>> import numpy as np
+    >>> from noisealloc.solvers import solve
+    >>> x = np.linspace(-1, 1, 5); F = np.stack([np.ones(5), x, x**2], 1)
+    >>> res = solve(F[:, :, None] * F[:, None, :], "A")
+    >>> np.round(res.weights, 6).tolist()
+    [0.25, 0.0, 0.5, 0.0, 0.25]
+    """
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+    with single_blas_thread():
+        return _solve(prob, method=method, polish=polish, tol=tol, max_iter=max_iter, p0=p0, rng=rng)
+
+
+def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveResult:
+    check_choice(method, "method", METHODS)
+    if method == "auto":
+        method = "multiplicative" if prob.convex else "frank-wolfe"
+    if method == "multiplicative" and not prob.convex:
+        raise ValueError("method 'multiplicative' needs a convex criterion; the sandwich is not convex (use 'frank-wolfe')")
+    if method == "rex" and prob.criterion not in ("L", "A", "c", "D"):
+        raise ValueError(f"method 'rex' supports criteria 'L', 'A', 'c', 'D'; got {prob.criterion!r}")
+    if tol is None:
+        tol = FW_GAP_RTOL if prob.convex else KKT_RTOL
+    tol = float(tol)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be a positive finite number; got {tol!r}")
+    if max_iter is None:
+        max_iter = _default_max_iter(method)
+    if not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        raise ValueError(f"max_iter must be a non-negative integer; got {max_iter!r}")
+    n = prob.n
+    if p0 is None:
+        p = np.full(n, 1.0 / n)
+    else:
+        p = check_weights(p0, n, name="p0", exact_sum=False)
+        if not np.isfinite(criterion_value(prob, p)):
+            raise ValueError("p0 has a singular information matrix; start from an allocation with M(p0) positive definite")
+    gen = None
+    seed_state = None
+    if method == "rex":
+        gen = as_generator(rng)
+        seed_state = gen.bit_generator.state
+
+    counters = new_counters()
+    mus = [0.0]
+    if prob.criterion == "E":
+        ev0 = evaluate(prob, p)
+        lam_scale = abs(ev0.eig[0][-1])
+        # With polish the smoothed main run only finds a warm start for the interior
+        # point; alone it follows the smoothing to mu -> 0 (it cannot reach 1e-8).
+        mus = [lam_scale * 1e-2] if polish else [lam_scale * 10.0 ** (-k) for k in (2, 4, 6, 8, 10, 12)]
+    # The main algorithm is run to a loose gap when polishing follows (it only has to
+    # find the support); alone it must reach tol.
+    main_tol = max(tol, 1e-3) if polish else tol
+    main_iter = min(max_iter, 40) if polish else max_iter
+    status = 1
+    for mu in mus:
+        if method == "multiplicative":
+            p, st = multiplicative.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
+        elif method == "frank-wolfe":
+            p, st = frank_wolfe.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
+        else:
+            p, st = rex.run(prob, p, tol=main_tol, max_iter=main_iter, rng=gen, counters=counters)
+        status = st
+        if polish and prob.criterion == "E":
+            # non-smooth: primal-dual interior point with column generation
+            p, status = e_optimal.run(prob, p, tol=tol, counters=counters)
+        elif polish:
+            p, status = polish_mod.run(prob, p, tol=tol, mu=mu, counters=counters)
+    cert = _certify(prob, p, rtol=tol)
+    # The certificate, not the solver's own bookkeeping, decides convergence.
+    if cert.rel_gap <= tol:
+        status = 0
+    elif status == 0:
+        status = 2
+    support = np.flatnonzero(p > 0)
+    label = method + ("+polish" if polish else "")
+    message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
+    if status != 0:
+        warnings.warn(f"{label}: {message}", ConvergenceWarning, stacklevel=3)
+    return SolveResult(
+        weights=p,
+        support=support,
+        lam=None if prob.grid is None else prob.grid[support],
+        value=cert.value,
+        gap=cert.gap,
+        rel_gap=cert.rel_gap,
+        converged=status == 0,
+        status=status,
+        message=message,
+        n_iter=counters["nit"],
+        n_grad=counters["njev"],
+        n_value=counters["nfev"],
+        method=label,
+        criterion=prob.criterion,
+        tol=tol,
+        max_iter=int(max_iter),
+        regularization=prob.regularization,
+        certificate=cert,
+        seed_state=seed_state,
+    )
+
+
+def surrogate_value(prob: Problem) -> float | None:
+    r"""Sandwich :math:`V` at the minimiser of its convex surrogate :math:`\operatorname{tr}(A_\omega A_p^{-1})`.
+
+    Parameters
+    ----------
+    prob : Problem
+        A sandwich problem.
+
+    Returns
+    -------
+    float or None
+        :math:`V(p_L)` with :math:`p_L` the L-optimal allocation for ``W = A_eval`` (``+inf``
+        if singular there); None unless the problem is a sandwich with a separate ``G`` (with
+        ``G = A`` the surrogate is the criterion itself).
+    """
+    if prob.criterion != "sandwich" or prob.G is None:
+        return None
+    res = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
+    return float(criterion_value(prob, res.weights))
+
+
+def _certify(prob: Problem, p: np.ndarray, *, rtol=None, surrogate=None) -> Certificate:
+    if surrogate is None:
+        surrogate = surrogate_value(prob)
+    return certify_problem(prob, p, rtol=rtol, surrogate_value=surrogate)
+
+
+def certify(
+    problem,
+    weights,
+    criterion: str | None = None,
+    *,
+    W=None,
+    G=None,
+    A_eval=None,
+    c=None,
+    grid=None,
+    rtol: float | None = None,
+    A_fn=None,
+    G_fn=None,
+    interval=None,
+    A_sym=None,
+    G_sym=None,
+    snr=None,
+    exact_slack: float | None = None,
+) -> Certificate:
+    r"""Recompute the certificate of an allocation from ``(problem, weights)`` alone.
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        As in :func:`solve` (a Problem, or ``A`` with the criterion and its keywords).
+    weights : array_like, shape (n,)
+        Probability vector on the grid (non-negative, sums to one within 1e-9).
+    criterion, W, G, A_eval, c, grid
+        As in :func:`solve`.
+    rtol : float, optional
+        Tolerance of ``equivalence_ok`` and ``certified`` (default 1e-8 convex, 1e-6 sandwich).
+    A_fn, G_fn : callable, optional
+        ``lam -> A(lam)`` (and ``G(lam)``), shape (m, m): adds
+        :func:`~noisealloc.solvers.certificates.offgrid_check` (needs a grid) on ``interval``
+        (default the grid's end points).
+    A_sym, G_sym, snr : sympy objects, optional
+        ``A`` (and ``G``) as sympy matrices rational in the symbol ``snr``: adds
+        :func:`~noisealloc.solvers.certificates.exact_sensitivity_check` on ``interval`` with
+        slack ``exact_slack`` (default: the certified gap plus ``rtol * scale``).
+
+    Returns
+    -------
+    Certificate
+        With ``offgrid`` and ``exact`` filled when requested.
+
+    References
+    ----------
+    THEORY.md section 4 (a), "Certificates" (Kiefer-Wolfowitz equivalence, sensitivity function).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisealloc.solvers import certify
+    >>> x = np.linspace(-1, 1, 5); F = np.stack([np.ones(5), x, x**2], 1)
+    >>> A = F[:, :, None] * F[:, None, :]
+    >>> cert = certify(A, [0.25, 0, 0.5, 0, 0.25], "A")
+    >>> cert.kind, cert.certified, round(cert.value, 12)
+    ('duality-gap', True, 8.0)
+    >>> certify(A, np.full(5, 0.2), "A").certified  # uniform is not A-optimal
+    False
+    """
+    prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+    p = check_weights(weights, prob.n)
+    with single_blas_thread():  # small factorisations: threads only oversubscribe (see solve)
+        cert = _certify(prob, p, rtol=rtol)
+    off = None
+    exact = None
+    if A_fn is not None:
+        off = offgrid_check_problem(prob, p, A_fn=A_fn, G_fn=G_fn, interval=interval)
+    if A_sym is not None:
+        slack = exact_slack if exact_slack is not None else cert.gap + cert.rtol * cert.scale
+        exact = exact_check_problem(prob, p, A_sym=A_sym, snr=snr, interval=interval, G_sym=G_sym, slack=slack)
+    if off is None and exact is None:
+        return cert
+    return replace(cert, offgrid=off, exact=exact)

@@ -1,0 +1,569 @@
+r"""Allocation problems on a candidate grid: validation, moment matrices and criterion evaluation.
+
+A :class:`Problem` holds validated float64 arrays: a grid of ``n`` candidate noise levels
+with per-level matrices ``A[i]`` (shape ``(n, m, m)``), and for the sandwich also ``G[i]`` and
+``A_eval`` (THEORY.md section 4).  :func:`make_problem` builds one from raw arrays (the one
+place where inputs are checked); every public solver function accepts either a
+:class:`Problem` or the raw arrays (:func:`as_problem`).  An allocation ``p`` has the moment
+matrices (:func:`moments`)
+
+.. math::  M(p) = A_p = \sum_i p_i A_i + \delta I, \qquad G_p = \sum_i p_i G_i ,
+
+and its criterion value and gradient come from the problem's criterion object
+(:mod:`~noisealloc.solvers.criteria`) through :func:`evaluate`.
+
+References
+----------
+THEORY.md section 4, regime (a).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, replace
+from typing import Optional
+
+import numpy as np
+
+from noisealloc.solvers.criteria import (
+    CRITERIA,
+    CRITERION_ALIASES,
+    Criterion,
+    Evaluation,
+    SingularMomentError,
+    criterion_object,
+    gradient,
+    inv_pd,
+)
+from noisealloc.theory.errors import RegularizationWarning, as_float_array, check_choice, check_finite
+from noisealloc.theory.tolerances import PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
+
+__all__ = [
+    "CRITERIA",
+    "SingularMomentError",
+    "Problem",
+    "make_problem",
+    "as_problem",
+    "check_weights",
+    "moments",
+    "evaluate",
+    "evaluate_moments",
+    "criterion_value",
+    "gradient",
+    "scale",
+    "hessian",
+    "new_counters",
+]
+
+#: Weights given as a probability vector must sum to one within this (absolute): a vector
+#: assembled in float64 sums to 1 within n ulps; anything further off is not a probability vector.
+WEIGHT_SUM_ATOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Problem:
+    r"""A validated allocation problem on raw arrays (see :func:`make_problem`).
+
+    Attributes
+    ----------
+    A : ndarray, shape (n, m, m)
+        Symmetrised, PSD per-level matrices.
+    G : ndarray, shape (n, m, m) or None
+        Sandwich only (``None`` means ``G = A``).
+    W : ndarray, shape (m, m)
+        Weight of 'L'/'A'/'c' (``c c^T`` for 'c'); ``A_eval`` for the sandwich.
+    c : ndarray, shape (m,) or None
+    criterion : str
+        Canonical criterion name (a key of ``CRITERIA``).
+    grid : ndarray, shape (n,) or None
+        Strictly increasing candidate levels.
+    regularization : float
+        Ridge :math:`\delta` added to every :math:`M_p`.
+    Aflat, Gflat : ndarray, shape (n, m*m)
+        Row-major flattenings used by the gradient GEMV.
+    value_scale : float
+        Sandwich only: :math:`V` at the uniform allocation, the problem's own scale.  A
+        sandwich value whose rounding-error bound exceeds ``SANDWICH_ROUNDING_RTOL`` times
+        this scale is treated as numerically singular (see
+        :class:`~noisealloc.solvers.criteria.SandwichCriterion`).
+    """
+
+    A: np.ndarray
+    G: Optional[np.ndarray]
+    W: np.ndarray
+    c: Optional[np.ndarray]
+    criterion: str
+    grid: Optional[np.ndarray]
+    regularization: float
+    Aflat: np.ndarray
+    Gflat: Optional[np.ndarray]
+    value_scale: float = 1.0
+
+    @property
+    def n(self) -> int:
+        """Number of candidate levels."""
+        return self.A.shape[0]
+
+    @property
+    def m(self) -> int:
+        """Number of parameters (size of each matrix)."""
+        return self.A.shape[1]
+
+    @property
+    def convex(self) -> bool:
+        """Whether the criterion is convex (every criterion but the sandwich)."""
+        return self.criterion != "sandwich"
+
+    @property
+    def criterion_object(self) -> Criterion:
+        """The :class:`~noisealloc.solvers.criteria.Criterion` that evaluates this problem."""
+        return criterion_object(self.criterion)
+
+    @property
+    def atom_bound(self) -> int:
+        """Theorem 1: ``m(m+1)/2 + 1`` (convex, or sandwich with G = A) else ``m(m+1) + 1``."""
+        m = self.m
+        if self.criterion == "sandwich" and self.G is not None:
+            return m * (m + 1) + 1
+        return m * (m + 1) // 2 + 1
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _check_sym_psd_stack(arr, name: str, *, check_psd: bool = True) -> np.ndarray:
+    arr = as_float_array(arr, name)
+    if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
+        raise ValueError(f"{name} must have shape (n, m, m) (a stack of square matrices); got shape {arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty (n = 0 candidate levels): the grid must hold at least one level")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} must have m >= 1 parameters; got shape {arr.shape}")
+    check_finite(arr, name)
+    size = np.max(np.abs(arr), axis=(1, 2))
+    asym = np.max(np.abs(arr - np.swapaxes(arr, 1, 2)), axis=(1, 2))
+    bad = np.flatnonzero(asym > SYMMETRY_RTOL * np.maximum(size, np.finfo(float).tiny))
+    if bad.size:
+        i = bad[0]
+        raise ValueError(
+            f"{name} must hold symmetric matrices; {name}[{i}] has max |X - X^T| = {asym[i]:.3g} "
+            f"(relative {asym[i] / max(size[i], 1e-300):.3g} > SYMMETRY_RTOL = {SYMMETRY_RTOL:g})"
+        )
+    arr = 0.5 * (arr + np.swapaxes(arr, 1, 2))
+    if check_psd:
+        ev = np.linalg.eigvalsh(arr)
+        lo, hi = ev[:, 0], np.maximum(ev[:, -1], 0.0)
+        bad = np.flatnonzero(lo < -PSD_RTOL * np.maximum(hi, np.finfo(float).tiny))
+        if bad.size:
+            i = bad[0]
+            raise ValueError(
+                f"{name} must hold positive semidefinite matrices; {name}[{i}] has eigenvalue {lo[i]:.6g} "
+                f"(largest {hi[i]:.6g}; allowed relative negativity PSD_RTOL = {PSD_RTOL:g})"
+            )
+    return np.ascontiguousarray(arr)
+
+
+def _check_sym_psd_matrix(mat, name: str, m: int) -> np.ndarray:
+    mat = as_float_array(mat, name)
+    if mat.shape != (m, m):
+        raise ValueError(f"{name} must have shape ({m}, {m}) to match A of shape (n, {m}, {m}); got {mat.shape}")
+    return _check_sym_psd_stack(mat[None], name)[0]
+
+
+def check_weights(weights, n: int, *, name: str = "weights", exact_sum: bool = True) -> np.ndarray:
+    r"""Validate an allocation on ``n`` candidates and return it normalised, ``p / sum(p)``.
+
+    Parameters
+    ----------
+    weights : array_like, shape (n,)
+        Non-negative weights.
+    n : int
+        Number of candidates.
+    name : str
+        Argument name used in error messages.
+    exact_sum : bool
+        True: the weights must sum to one within ``WEIGHT_SUM_ATOL`` (a probability vector);
+        False: any positive sum is accepted (then they are rescaled).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        ``p / p.sum()``.
+
+    Raises
+    ------
+    ValueError
+        Wrong shape, non-finite or negative entries, or a sum that is not one (``exact_sum``) or
+        not positive.
+
+    Examples
+    --------
+    >>> from noisealloc.solvers.problem import check_weights
+    >>> check_weights([0.25, 0.75], 2).tolist()
+    [0.25, 0.75]
+    >>> check_weights([0.5, 0.6], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: weights must sum to 1 (a probability vector, within WEIGHT_SUM_ATOL = 1e-09); sum is 1.1
+    """
+    p = as_float_array(weights, name)
+    if p.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) to match A; got {p.shape}")
+    check_finite(p, name)
+    if np.any(p < 0):
+        raise ValueError(f"{name} must be non-negative; min is {p.min()!r}")
+    tot = p.sum()
+    if exact_sum:
+        if not abs(tot - 1.0) <= WEIGHT_SUM_ATOL:
+            raise ValueError(f"{name} must sum to 1 (a probability vector, within WEIGHT_SUM_ATOL = "
+                             f"{WEIGHT_SUM_ATOL:g}); sum is {tot!r}")
+    elif not tot > 0:
+        raise ValueError(f"{name} must be non-negative with a positive sum; sum is {tot!r}")
+    return p / tot
+
+
+def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
+                 regularize: bool = True) -> Problem:
+    r"""Validate raw arrays into a :class:`Problem`.
+
+    Parameters
+    ----------
+    A : array_like, shape (n, m, m)
+        Per-level symmetric PSD matrices :math:`A(\lambda_i)`.
+    criterion : {'sandwich', 'V', 'L', 'A', 'D', 'E', 'c'}
+        Criterion (table in :mod:`~noisealloc.solvers.criteria`).
+    W : array_like, shape (m, m), optional
+        Weight of 'L' (default identity).
+    G : array_like, shape (n, m, m), optional
+        Sandwich only: :math:`G(\lambda_i)` (default ``A``, i.e. ``G = A``, convex case).
+    A_eval : array_like, shape (m, m)
+        Sandwich only: :math:`A_\omega = \int \omega A`.
+    c : array_like, shape (m,)
+        'c' only.
+    grid : array_like, shape (n,), optional
+        Strictly increasing candidate levels :math:`\lambda_i`.
+    regularize : bool
+        Add a ridge when the uniform information matrix is near-singular (default True; the
+        solvers need it).  False evaluates the criterion exactly as defined, so a near-singular
+        allocation shows up as singular instead of being hidden by the ridge.
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    ValueError
+        Non-symmetric, indefinite or non-finite matrices, disagreeing shapes, an empty
+        grid, an unknown criterion, missing data, or an information matrix that is
+        singular for every allocation (the uniform allocation has the largest range, so
+        its singularity means all are singular).
+
+    Warns
+    -----
+    RegularizationWarning
+        When the uniform information matrix is near-singular (reciprocal condition below
+        ``REG_RCOND``) and ``regularize``: a ridge is then added to every :math:`M_p` and
+        recorded in ``Problem.regularization``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisealloc.solvers import make_problem
+    >>> x = np.linspace(-1, 1, 5); F = np.stack([np.ones(5), x], 1)
+    >>> prob = make_problem(F[:, :, None] * F[:, None, :], "D", grid=x)
+    >>> prob.n, prob.m, prob.atom_bound
+    (5, 2, 4)
+    """
+    if not isinstance(criterion, str):
+        raise TypeError(f"criterion must be a string; got {type(criterion).__name__}")
+    criterion = CRITERION_ALIASES.get(criterion, criterion)
+    check_choice(criterion, "criterion", CRITERIA + tuple(CRITERION_ALIASES))
+    A = _check_sym_psd_stack(A, "A")
+    n, m = A.shape[0], A.shape[1]
+    if grid is not None:
+        grid = as_float_array(grid, "grid")
+        if grid.ndim != 1:
+            raise ValueError(f"grid must be one-dimensional; got shape {grid.shape}")
+        if grid.size == 0:
+            raise ValueError("grid is empty: give at least one candidate noise level")
+        check_finite(grid, "grid")
+        if grid.size != n:
+            raise ValueError(f"grid has {grid.size} levels but A has {n} matrices (shapes must agree)")
+        if n > 1 and not np.all(np.diff(grid) > 0):
+            raise ValueError("grid must be strictly increasing (adjacent grid atoms are merged by position)")
+    Gs = None
+    cvec = None
+    if criterion == "sandwich":
+        if A_eval is None:
+            raise ValueError("criterion 'sandwich' needs A_eval (the evaluation matrix A_omega, shape (m, m))")
+        Wm = _check_sym_psd_matrix(A_eval, "A_eval", m)
+        if G is not None:
+            Gs = _check_sym_psd_stack(G, "G")
+            if Gs.shape != A.shape:
+                raise ValueError(f"G must have the shape of A {A.shape}; got {Gs.shape}")
+        if W is not None or c is not None:
+            raise ValueError("W and c are not used by the sandwich criterion (pass A_eval and G)")
+    else:
+        if G is not None or A_eval is not None:
+            raise ValueError(f"G and A_eval belong to the sandwich criterion; criterion is {criterion!r}")
+        if criterion == "L":
+            Wm = np.eye(m) if W is None else _check_sym_psd_matrix(W, "W", m)
+            if not np.any(Wm):
+                raise ValueError("W must not be the zero matrix")
+        elif criterion == "c":
+            if c is None:
+                raise ValueError("criterion 'c' needs the vector c (shape (m,))")
+            cvec = as_float_array(c, "c")
+            if cvec.shape != (m,):
+                raise ValueError(f"c must have shape ({m},) to match A; got {cvec.shape}")
+            check_finite(cvec, "c")
+            if not np.any(cvec):
+                raise ValueError("c must not be the zero vector")
+            Wm = np.outer(cvec, cvec)
+        else:
+            if W is not None or c is not None:
+                raise ValueError(f"W and c are not used by criterion {criterion!r}")
+            Wm = np.eye(m)
+    # The uniform allocation has the largest range among all allocations.
+    Mu = A.mean(axis=0)
+    ev = np.linalg.eigvalsh(Mu)
+    lmax = ev[-1]
+    if lmax <= 0 or ev[0] <= SINGULAR_RCOND * lmax:
+        raise ValueError(
+            "the information matrix is singular for every allocation: the uniform allocation's "
+            f"M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
+            f"{(ev[0] / lmax) if lmax > 0 else 0.0:.3g} <= SINGULAR_RCOND = {SINGULAR_RCOND:.3g}); "
+            "some parameter direction is informed by no level"
+        )
+    reg = 0.0
+    if regularize and ev[0] < REG_RCOND * lmax:
+        reg = REG_RCOND * lmax
+        warnings.warn(
+            f"near-singular problem: uniform information matrix has reciprocal condition {ev[0] / lmax:.3g} "
+            f"< REG_RCOND = {REG_RCOND:g}; adding the ridge {reg:.3g} * I to every M_p (recorded in the result)",
+            RegularizationWarning,
+            stacklevel=3,
+        )
+    prob = Problem(
+        A=A,
+        G=Gs,
+        W=Wm,
+        c=cvec,
+        criterion=criterion,
+        grid=grid,
+        regularization=reg,
+        Aflat=A.reshape(n, m * m),
+        Gflat=None if Gs is None else Gs.reshape(n, m * m),
+        value_scale=0.0,
+    )
+    if criterion == "sandwich":
+        # The uniform allocation is the most regular one (largest range): its V fixes the scale on
+        # which near-singular values are judged.  Evaluated without the rounding guard (scale 0 = off).
+        Mu_p, Gu_p = moments(prob, np.full(n, 1.0 / n))
+        try:
+            v_u = prob.criterion_object.parts(prob, Mu_p, Gu_p)[0]
+        except SingularMomentError:
+            v_u = 0.0
+        if not (np.isfinite(v_u) and v_u > 0.0):
+            v_u = 0.0
+        prob = replace(prob, value_scale=float(v_u))
+    return prob
+
+
+def as_problem(problem, criterion: str | None = None, *, W=None, G=None, A_eval=None, c=None, grid=None) -> Problem:
+    r"""A :class:`Problem` from either a :class:`Problem` or the raw arrays of :func:`make_problem`.
+
+    The public solver functions (``solve``, ``certify``, ``offgrid_check``, ``reduce_support``,
+    ...) share this first argument, so each takes the same kind of input.
+
+    Parameters
+    ----------
+    problem : Problem or array_like, shape (n, m, m)
+        A validated problem, or the per-level matrices ``A``.
+    criterion : str, optional
+        Criterion of raw arrays (default ``'L'``); with a :class:`Problem` it may only repeat the
+        problem's own criterion.
+    W, G, A_eval, c, grid
+        As in :func:`make_problem` (raw arrays only: a :class:`Problem` already holds them).
+
+    Returns
+    -------
+    Problem
+
+    Raises
+    ------
+    ValueError
+        A :class:`Problem` together with array keywords, or with a different criterion.
+    """
+    if isinstance(problem, Problem):
+        given = [k for k, v in (("W", W), ("G", G), ("A_eval", A_eval), ("c", c), ("grid", grid)) if v is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} must not be given with a Problem (it already holds its arrays); "
+                             "pass either a Problem or the raw arrays")
+        if criterion is not None and CRITERION_ALIASES.get(criterion, criterion) != problem.criterion:
+            raise ValueError(f"criterion {criterion!r} disagrees with the Problem's criterion {problem.criterion!r}")
+        return problem
+    return make_problem(problem, "L" if criterion is None else criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def moments(prob: Problem, p: np.ndarray):
+    r"""Moment matrices :math:`(A_p + \delta I, G_p)` of an allocation, from its support only.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        The allocation.
+
+    Returns
+    -------
+    M : ndarray, shape (m, m)
+        :math:`\sum_i p_i A_i + \delta I` (symmetrised).
+    Gp : ndarray, shape (m, m) or None
+        :math:`\sum_i p_i G_i` for the sandwich (:math:`A_p` without ridge when ``G = A``);
+        None for the other criteria.
+    """
+    idx = np.flatnonzero(p)
+    m = prob.m
+    if 4 * idx.size > p.size:  # dense: a fancy-indexed copy would cost more than the zeros
+        idx = slice(None)
+    pw = p[idx]
+    M = (pw @ prob.Aflat[idx]).reshape(m, m)
+    M = 0.5 * (M + M.T)
+    if prob.regularization:
+        M = M + prob.regularization * np.eye(m)
+    Gp = None
+    if prob.criterion == "sandwich":
+        if prob.G is None:
+            Gp = M - prob.regularization * np.eye(m) if prob.regularization else M
+        else:
+            Gp = (pw @ prob.Gflat[idx]).reshape(m, m)
+            Gp = 0.5 * (Gp + Gp.T)
+    return M, Gp
+
+
+def evaluate_moments(prob: Problem, M: np.ndarray, Gp=None, *, mu: float = 0.0) -> Evaluation:
+    """Value and gradient matrices at given moment matrices.
+
+    Parameters
+    ----------
+    prob : Problem
+    M : ndarray, shape (m, m)
+        :math:`A_p` (ridge included).
+    Gp : ndarray, shape (m, m), optional
+        :math:`G_p` (sandwich).
+    mu : float
+        Smoothing of 'E'.
+
+    Returns
+    -------
+    Evaluation
+
+    Raises
+    ------
+    SingularMomentError
+        Where the moment matrix is numerically singular.
+    """
+    return prob.criterion_object.evaluate(prob, M, Gp, mu=mu)
+
+
+def evaluate(prob: Problem, p: np.ndarray, *, mu: float = 0.0) -> Evaluation:
+    """Value and gradient matrices at an allocation.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        The allocation.
+    mu : float
+        Smoothing of 'E'.
+
+    Returns
+    -------
+    Evaluation
+
+    Raises
+    ------
+    SingularMomentError
+        Where the moment matrix is numerically singular.
+    """
+    M, Gp = moments(prob, p)
+    return evaluate_moments(prob, M, Gp, mu=mu)
+
+
+def criterion_value(prob: Problem, p: np.ndarray, *, mu: float = 0.0) -> float:
+    r""":math:`\Phi(p)`, ``+inf`` when the moment matrix is numerically singular.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+        The allocation (not validated: see :func:`check_weights`).
+    mu : float
+        Smoothing of 'E'.
+
+    Returns
+    -------
+    float
+    """
+    try:
+        return evaluate(prob, p, mu=mu).value
+    except SingularMomentError:
+        return np.inf
+
+
+def scale(prob: Problem, ev: Evaluation) -> float:
+    """Normaliser of the relative gap (see :class:`~noisealloc.solvers.result.Certificate`).
+
+    Parameters
+    ----------
+    prob : Problem
+    ev : Evaluation
+
+    Returns
+    -------
+    float
+        :math:`|\\Phi|` for 'L', 'A', 'c', 'sandwich'; ``m`` for 'D'; :math:`\\lambda_{\\min}(M_p)` for 'E'.
+    """
+    return prob.criterion_object.scale(prob, ev)
+
+
+def hessian(prob: Problem, p: np.ndarray, idx: np.ndarray, ev: Evaluation, *, mu: float = 0.0) -> np.ndarray:
+    r"""Hessian :math:`\partial^2\Phi / \partial p_j \partial p_k` for ``j, k`` in ``idx``.
+
+    Analytic for 'L', 'A', 'c' (:math:`2\operatorname{tr}(K W K A_j K A_k)`), 'D'
+    (:math:`\operatorname{tr}(K A_j K A_k)`) and smoothed 'E' (Lewis' formula for spectral
+    functions); centred finite differences of the analytic gradient for the sandwich.
+
+    Parameters
+    ----------
+    prob : Problem
+    p : ndarray, shape (n,)
+    idx : ndarray of int, shape (s,)
+    ev : Evaluation
+        Evaluation at ``p``.
+    mu : float
+        Smoothing of 'E' (must be positive for 'E').
+
+    Returns
+    -------
+    ndarray, shape (s, s)
+    """
+    return prob.criterion_object.hessian(prob, p, idx, ev, mu=mu, evaluate=lambda q: evaluate(prob, q))
+
+
+def new_counters() -> dict:
+    """Fresh work counters shared by the algorithms of one solve (SciPy's names).
+
+    Returns
+    -------
+    dict
+        ``{'nit': 0, 'njev': 0, 'nfev': 0}``: iterations (main algorithm plus Newton steps),
+        full gradient evaluations (one GEMV over all candidates each) and criterion evaluations
+        (line searches, backtracking).
+    """
+    return {"nit": 0, "njev": 0, "nfev": 0}
