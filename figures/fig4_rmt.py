@@ -22,6 +22,13 @@ NAME = "fig4_rmt"
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    """All numbers of figure 4: the reports of :func:`~noisealloc.verify.rmt.rmt_checks` (no I/O).
+
+    ``mnist`` is accepted for the common figure signature and not used.  The returned
+    document has ``figure``, ``seed``, ``quick`` and ``checks``: one entry per check key
+    (``'i.ols'``, ``'i.ridge'``, ``'ii'``, ``'iii'``, ``'iv'``) with its name, verdict,
+    headline value, tolerance, message, data description and measured arrays.
+    """
     from noisealloc.verify.rmt import rmt_checks
 
     reports = rmt_checks(quick=quick, rng=seed)
@@ -40,6 +47,7 @@ def _arr(m, k):
 
 
 def plot(doc: dict, path) -> None:
+    """Draw the six panels of figure 4 from a document of :func:`compute` (or its saved JSON) to ``path``."""
     plt = C.setup_matplotlib()
     ch = doc["checks"]
     fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
@@ -136,6 +144,7 @@ def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None
 
 
 def main(argv=None) -> int:
+    """Command line: ``python -m noisealloc.figures.fig4_rmt --out DIR [--quick|--full]``."""
     return C.figure_main(run, __doc__.splitlines()[0], argv)
 
 

@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate
 
+from strategies import examples
 from theorem_strategies import cost_profiles
 
 from noisealloc.theory.tolerances import MC_NSIGMA
 from noisealloc.verify import rmt
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(st.integers(2, 8), st.integers(6, 30), st.integers(0, 2**31 - 1))
 def test_ols_excess_matches_simulation(q, extra, seed):
     n = q + extra
@@ -44,7 +45,7 @@ def test_ridge_deterministic_equivalent_ridgeless_limit():
     np.testing.assert_allclose(de, q / (n - q), rtol=1e-6)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(cost_profiles(), st.integers(2, 20), st.floats(1.2, 50.0))
 def test_finite_n_allocation_satisfies_kkt_and_matches_numerics(a, q, r):
     N = r * a.size * (q + 1)
@@ -59,7 +60,9 @@ def test_finite_n_allocation_satisfies_kkt_and_matches_numerics(a, q, r):
 def test_convergence_rate_and_checks_hold():
     rep = rmt.check_convergence()
     assert rep.holds
-    np.testing.assert_allclose(rep.measured["slope_l1"], -1.0, atol=0.05)
+    np.testing.assert_allclose(rep.measured["slope_l1"], -1.0, atol=rmt.CONVERGENCE_SLOPE_ATOL)
+    np.testing.assert_allclose(rep.measured["slope_l1_numerical"], -1.0, atol=rmt.CONVERGENCE_SLOPE_ATOL)
+    assert rep.tolerance == rmt.CONVERGENCE_SLOPE_ATOL
 
 
 def test_simulation_is_deterministic():

@@ -51,6 +51,7 @@ __all__ = [
     "sqrt_law_allocation",
     "rmt_checks",
     "RMT_DE_RTOL",
+    "CONVERGENCE_SLOPE_ATOL",
 ]
 
 #: Relative accuracy of the ridge deterministic equivalent at finite size: its error is
@@ -62,6 +63,12 @@ RMT_DE_RTOL = 0.1
 #: Allocations compared in (ii) agree to this fraction of the budget N (SLSQP ftol 1e-16 on a
 #: smooth strictly convex objective reaches ~1e-10 relative in n).
 ALLOC_RTOL = 1e-6
+#: Check (iii): the fitted slope of log L1(n/N, square-root law) against log(N/q) lies within this of
+#: -1.  The closed form gives n_u/N - p_u = (q + 1)/N (1 - U p_u) exactly, so its slope is -1 to
+#: rounding (~1e-13 observed); the SLSQP route carries its own error (ALLOC_RTOL of N at most) into
+#: a distance that shrinks like 1/N (slope -1 + 4e-6 observed).  0.05 separates a -1 rate from any
+#: other power law over the four decades of N/q swept.
+CONVERGENCE_SLOPE_ATOL = 0.05
 
 
 # ----------------------------------------------------------------------------- formulas
@@ -535,13 +542,14 @@ def check_convergence(*, model=None, lam=None, q: int = 10, ratios=None) -> Chec
         slope_w1 = _slope(ratios, w1)
         slope_loss = _slope(ratios[ok_loss], loss[ok_loss]) if ok_loss.sum() >= 2 else np.nan
         # THEORY: n_u / N - p_u = (q + 1)/N (1 - U p_u) exactly, so the L1 distance decays like (N/q)^-1.
-        ok = bool(abs(slope_l1 + 1) <= 0.05 and abs(slope_num + 1) <= 0.05 and l1[-1] < l1[0])
+        ok = bool(abs(slope_l1 + 1) <= CONVERGENCE_SLOPE_ATOL and abs(slope_num + 1) <= CONVERGENCE_SLOPE_ATOL
+                  and l1[-1] < l1[0])
     return CheckReport(
         name="rmt.iii.convergence", holds=ok,
         measured={"slope_l1": slope_l1, "slope_l1_numerical": slope_num, "slope_w1": slope_w1,
                   "slope_efficiency_loss": slope_loss, "N_over_q": ratios, "l1": l1, "l1_numerical": l1_num, "w1": w1,
                   "efficiency_loss": loss},
-        tolerance=0.05, assumptions=("OLS learners", "c = q mmse (decoupled)", "ELBO weight"),
+        tolerance=CONVERGENCE_SLOPE_ATOL, assumptions=("OLS learners", "c = q mmse (decoupled)", "ELBO weight"),
         data=f"dirac K=4 D=1 residuals, {U} levels, q = {q}, N/q in [{ratios[0]:g}, {ratios[-1]:g}]",
         seconds=t.seconds, headline="slope_l1",
         message="fitted slope of log L1(n/N, sqrt law) vs log(N/q) within 0.05 of -1 (closed form and numerical)",
