@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 
 # name -> (module, one-line help).  Order is the order shown by --help.
@@ -24,6 +25,161 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("noisealloc.commands.sweep", "run an ablation sweep (TOML) on a Dask cluster"),
     "bench": ("noisealloc.commands.bench", "benchmarks with an in-run baseline"),
 }
+
+
+#: Paths a command writes, checked before any computation so that no work is thrown away because
+#: an output path was bad: (command, argument dest) -> 'file' or 'dir'.
+OUTPUTS: dict[tuple[str, str], str] = {
+    ("schedules", "out"): "file", ("schedules", "plot"): "file",
+    ("entropy", "out"): "file", ("entropy", "plot"): "file",
+    ("optimize", "out"): "file", ("optimize", "plot"): "file",
+    ("schedule", "out"): "file", ("schedule", "plot"): "file",
+    ("verify", "out"): "file",
+    ("reproduce", "out"): "dir",
+    ("sweep", "out"): "dir",
+}
+#: Files a command reads, checked up front for the same reason: (command, dest) -> 'file'.
+INPUTS: dict[tuple[str, str], str] = {
+    ("schedule", "from_losses"): "file", ("schedule", "compare"): "file",
+    ("sweep", "file"): "file",
+}
+#: Exit status of a run stopped by SIGINT (128 + 2, the shell's convention).
+EXIT_INTERRUPTED = 130
+#: Exit status of an unexpected internal error (a bug), distinct from bad input (2) and failed checks (1).
+EXIT_INTERNAL = 3
+#: Set this variable to a non-empty value to see the traceback of an internal error.
+TRACEBACK_ENV_VAR = "NOISEALLOC_TRACEBACK"
+
+
+def _option(dest: str) -> str:
+    return dest if dest == "file" else "--" + dest.replace("_", "-")
+
+
+def check_output_path(path, option: str, kind: str = "file") -> None:
+    """Refuse an output path that cannot be written, before any computation.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The path given on the command line.
+    option : str
+        The option's name, for the message (``'--out'``).
+    kind : {'file', 'dir'}
+        A file is written into an existing folder (missing folders are never created, so a typo
+        cannot scatter folders over the disk); a folder may be created, inside an existing one.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and what is wrong.
+    """
+    text = os.fspath(path)
+    if not text.strip():
+        raise ValueError(f"{option} is empty; give a {'file' if kind == 'file' else 'folder'} path")
+    target = os.path.abspath(text)
+    parent = os.path.dirname(target)
+    if kind == "file":
+        if os.path.isdir(target):
+            raise ValueError(f"{option} {text!r} is a folder; give a file path")
+    elif os.path.exists(target) and not os.path.isdir(target):
+        raise ValueError(f"{option} {text!r} exists and is not a folder")
+    if kind == "dir" and os.path.isdir(target):
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise ValueError(f"{option} {text!r}: the folder is not writable")
+        return
+    if not os.path.isdir(parent):
+        raise ValueError(f"{option} {text!r}: the folder {parent!r} does not exist (it is not created for you)")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {text!r}: the folder {parent!r} is not writable")
+
+
+def check_input_path(path, option: str) -> None:
+    """Refuse an input path that is missing, a folder or unreadable, before any computation.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    option : str
+        The option's name, for the message.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and what is wrong.
+    """
+    text = os.fspath(path)
+    if not os.path.exists(text):
+        raise ValueError(f"{option} {text!r}: file not found")
+    if os.path.isdir(text):
+        raise ValueError(f"{option} {text!r} is a folder; give a file")
+    if not os.access(text, os.R_OK):
+        raise ValueError(f"{option} {text!r}: the file is not readable")
+
+
+def check_paths(command: str, args) -> None:
+    """Check every output and input path of ``command`` (tables :data:`OUTPUTS`, :data:`INPUTS`).
+
+    Parameters
+    ----------
+    command : str
+        Sub-command name.
+    args : argparse.Namespace
+        Its parsed arguments.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        The first bad path, or one output path given twice.
+    """
+    seen: dict[str, str] = {}
+    for (cmd, dest), kind in OUTPUTS.items():
+        value = getattr(args, dest, None) if cmd == command else None
+        if value is None:
+            continue
+        check_output_path(value, _option(dest), kind)
+        key = os.path.abspath(os.fspath(value))
+        if key in seen:
+            raise ValueError(f"{_option(dest)} and {seen[key]} name the same file {os.fspath(value)!r}")
+        seen[key] = _option(dest)
+    for (cmd, dest), _kind in INPUTS.items():
+        value = getattr(args, dest, None) if cmd == command else None
+        if value is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            check_input_path(item, _option(dest))
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an expected failure: the OS error with its file, or the exception's message."""
+    import zipfile
+
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename!s}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    if isinstance(exc, MemoryError):
+        return "not enough memory for this request; ask for fewer levels, points or samples"
+    if isinstance(exc, (zipfile.BadZipFile, EOFError)):
+        return f"corrupt or truncated input file ({type(exc).__name__}: {exc})"
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())  # one line, whatever the exception put in it
+
+
+def _expected_errors():
+    import zipfile
+
+    return (ValueError, TypeError, OSError, zipfile.BadZipFile, EOFError, MemoryError)
 
 
 def _available(module: str) -> bool:
@@ -52,21 +208,57 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the program; return the process exit code.
 
-    Errors from bad input (``ValueError``, ``TypeError``, ``FileNotFoundError``)
-    are printed as one line on stderr with exit code 2, not as a traceback.
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success; 1 when a check the command runs fails; 2 for bad input or an expected
+        fault (a bad or unwritable path, a corrupt file, an OS error, not enough memory), printed
+        as one line naming the thing; 130 when interrupted (SIGINT or SIGTERM), one line; 3 for an
+        internal error (a bug), one line (the traceback with ``NOISEALLOC_TRACEBACK=1``).
+        Output and input paths are checked before any computation starts.
     """
+    import signal
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_module", None) is None:
         parser.print_help()
         return 2
-    module = importlib.import_module(args._module)
+    prefix = f"noisealloc {args.command}"
+    previous = None
     try:
+        # SIGTERM unwinds like SIGINT, so that finally-blocks remove temporary files.
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread (an embedding program): leave its handlers alone
+        previous = None
+    try:
+        check_paths(args.command, args)
+        module = importlib.import_module(args._module)
         return int(module.run(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"noisealloc {args.command}: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{prefix}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _expected_errors() as exc:
+        print(f"{prefix}: error: {_describe(exc)}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if os.environ.get(TRACEBACK_ENV_VAR):
+            raise
+        print(f"{prefix}: internal error (a bug, please report it): {type(exc).__name__}: {_describe(exc)} "
+              f"(set {TRACEBACK_ENV_VAR}=1 for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":  # pragma: no cover
