@@ -1,0 +1,124 @@
+"""The command line's error boundary: one line, a documented exit status, nothing computed or written.
+
+Each case is one that used to end in a traceback (issue 16): bad output paths (checked before any
+computation), input paths that are folders, corrupt npz files, an interrupt, an internal error.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from noisealloc import cli
+from noisealloc.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, main
+
+
+def _one_line_error(capsys, *needles):
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1, captured.err
+    assert "Traceback" not in captured.err
+    for needle in needles:
+        assert needle in err[0], err[0]
+    return err[0]
+
+
+@pytest.mark.parametrize("argv_tail, needle", [
+    (["--out", ""], "--out is empty"),
+    (["--out", "{tmp}"], "is a folder"),
+    (["--out", "{tmp}/missing/x.json"], "does not exist (it is not created for you)"),
+    (["--plot", "{tmp}"], "--plot"),
+    (["--out", "{tmp}/a.json", "--plot", "{tmp}/a.json"], "name the same file"),
+])
+def test_bad_output_paths_are_refused_before_computing(tmp_path, capsys, monkeypatch, argv_tail, needle):
+    called = []
+    import noisealloc.commands.schedules as cmd
+
+    monkeypatch.setattr(cmd, "run", lambda args: called.append(args) or 0)
+    argv = ["schedules"] + [a.replace("{tmp}", str(tmp_path)) for a in argv_tail]
+    assert main(argv) == 2
+    _one_line_error(capsys, "noisealloc schedules: error:", needle)
+    assert called == []  # nothing ran
+    assert not (tmp_path / "missing").exists()  # no folder was created
+
+
+def test_folder_output_must_not_be_a_file(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["reproduce", "--quick", "--out", str(afile)]) == 2
+    _one_line_error(capsys, "exists and is not a folder")
+    assert afile.read_text() == "x"
+
+
+def test_input_that_is_a_folder(tmp_path, capsys):
+    assert main(["schedule", "--from-data", "dirac:K=2,D=1,sep=2,seed=0", "--compare", str(tmp_path)]) == 2
+    _one_line_error(capsys, "--compare", "is a folder")
+
+
+@pytest.mark.parametrize("content", [b"", b"PK\x03\x04 truncated", b"not a zip at all"])
+def test_corrupt_npz_is_one_line(tmp_path, capsys, content):
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(content)
+    out = tmp_path / "o.json"
+    assert main(["entropy", "--data", f"npz:{bad}", "--out", str(out)]) == 2
+    _one_line_error(capsys, "noisealloc entropy: error:")
+    assert not out.exists()
+
+
+def test_interrupt_is_one_line_with_status_130(monkeypatch, capsys):
+    import noisealloc.commands.schedules as cmd
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cmd, "run", interrupted)
+    assert main(["schedules"]) == EXIT_INTERRUPTED == 130
+    _one_line_error(capsys, "interrupted")
+
+
+def test_internal_error_is_one_line_unless_asked(monkeypatch, capsys):
+    import noisealloc.commands.schedules as cmd
+
+    def buggy(args):
+        return {}["missing"]
+
+    monkeypatch.setattr(cmd, "run", buggy)
+    monkeypatch.delenv(cli.TRACEBACK_ENV_VAR, raising=False)
+    assert main(["schedules"]) == EXIT_INTERNAL
+    _one_line_error(capsys, "internal error", "KeyError", cli.TRACEBACK_ENV_VAR)
+    monkeypatch.setenv(cli.TRACEBACK_ENV_VAR, "1")
+    with pytest.raises(KeyError):
+        main(["schedules"])
+
+
+def test_sigterm_ends_with_one_line(tmp_path):
+    """A real SIGTERM during a run: one line on stderr, status 130, no temporary file left behind."""
+    code = (
+        "import os, signal, sys\n"
+        "import noisealloc.commands.schedules as cmd\n"
+        "from noisealloc.cli import main\n"
+        "def slow(args):\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    import time; time.sleep(5)\n"
+        "    return 0\n"
+        "cmd.run = slow\n"
+        "sys.exit(main(['schedules', '--out', sys.argv[1]]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["noisealloc schedules: interrupted"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_path_checkers_accept_good_paths(tmp_path):
+    cli.check_output_path(tmp_path / "x.json", "--out")
+    cli.check_output_path(tmp_path / "newdir", "--out", "dir")
+    cli.check_output_path(tmp_path, "--out", "dir")
+    f = tmp_path / "in.csv"
+    f.write_text("a")
+    cli.check_input_path(f, "--from-losses")
+    with pytest.raises(ValueError, match="file not found"):
+        cli.check_input_path(tmp_path / "nope.csv", "--from-losses")
