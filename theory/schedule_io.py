@@ -99,16 +99,64 @@ def atomic_write(path, write) -> Path:
     """
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    _remove_stale_temporaries(directory, path.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TMP_MARK}{os.getpid()}-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
+        # mkstemp creates the file with mode 0600; a finished output gets the mode any new file
+        # would get (0666 less the umask), as cp or a plain open() would give it.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+#: Marker in the names of atomic_write's temporary files: ``.NAME.noisealloc-PID-XXXXXXXX.tmp``.
+_TMP_MARK = ".noisealloc-"
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set it back at once.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _remove_stale_temporaries(directory: Path, name: str) -> None:
+    """Remove temporary files of earlier writes of ``name`` whose writing process no longer exists.
+
+    A SIGKILL leaves no chance to clean up; the next write of the same file does it instead.  Only
+    files of the toolkit's own pattern, whose PID is not a running process, are touched.
+    """
+    prefix = f".{name}{_TMP_MARK}"
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid_text = entry[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        pid = int(pid_text)
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running: its write may be in progress
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # another user's live process
+        try:
+            os.unlink(os.path.join(directory, entry))
+        except OSError:
+            pass
 
 
 def _as_tabulated(schedule: Schedule, n: int, spacing: str) -> TabulatedSchedule:
