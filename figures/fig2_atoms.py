@@ -1,6 +1,6 @@
 """Figure 2: fully coupled optimal allocations are atomic, with their certificates (THEORY.md section 6.2).
 
-For each case (data set x linear-in-parameters denoiser family of :mod:`noisealloc.solvers.problems`),
+For each case (data set x linear-in-parameters denoiser family of :mod:`noisealloc.theory.information_matrices`),
 two optima on a log-SNR grid:
 
 * the L-optimal allocation :math:`\\min_p \\mathrm{tr}(A_\\omega A_p^{-1})` (the convex surrogate of the
@@ -47,10 +47,10 @@ def _sizes(quick: bool) -> dict:
 def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     """Both optima, certificates and the off-grid check of one case."""
     from noisealloc.solvers import certify, make_problem, offgrid_check, solve
-    from noisealloc.solvers.problems import build_problem
+    from noisealloc.theory.information_matrices import build_family_matrices
     from noisealloc.theory.entropic import entropic_pdf_values
 
-    prob = build_problem(model, case["family"], lam, data=case["data"], rng=seed, **case["opts"])
+    prob = build_family_matrices(model, case["family"], lam, data=case["data"], rng=seed, **case["opts"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res_L = solve(prob.A, "L", W=prob.A_eval, grid=prob.lam)

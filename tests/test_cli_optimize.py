@@ -24,10 +24,10 @@ def test_dirac_spline_sandwich_writes_a_checkable_allocation(tmp_path, capsys):
     assert d["certificate"]["n_atoms"] <= d["certificate"]["atom_bound"]
     # Third-party re-check from the written allocation alone: rebuild the arrays, recompute the certificate.
     from noisealloc.solvers import certify
-    from noisealloc.solvers.problems import build_problem
+    from noisealloc.theory.information_matrices import build_family_matrices
     from noisealloc.theory.datasets import load_data
 
-    prob = build_problem(load_data(d["data"]), "spline:2", np.array(d["lam"]))
+    prob = build_family_matrices(load_data(d["data"]), "spline:2", np.array(d["lam"]))
     cert = certify(prob.A, w, "L", W=prob.A_eval)
     assert cert.rel_gap <= tolerances.FW_GAP_RTOL and cert.equivalence_ok
     np.testing.assert_allclose(cert.value, d["value"], rtol=1e-10)

@@ -1,17 +1,17 @@
-"""Model-derived allocation problems (issue 4): the matrices agree with simulation, structure is right."""
+"""Information matrices of the denoiser families (issue 4; theory.information_matrices since issue 11): they agree with simulation, structure is right."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from noisealloc.solvers.problems import (
+from noisealloc.theory.information_matrices import (
     bspline_basis,
-    build_problem,
-    gaussian_linear_problem,
+    build_family_matrices,
+    gaussian_linear_matrices,
     gaussian_linear_sympy,
-    posterior_weight_problem,
-    spline_problem,
+    posterior_weight_matrices,
+    spline_matrices,
 )
 
 
@@ -50,7 +50,7 @@ def test_posterior_weight_matrices_match_simulation(lam):
     # Moderate SNR only: at high SNR the G entries are made of rare boundary crossings, where the
     # sample standard error itself is unreliable (see the dense-grid test below).
     model = _dirac()
-    prob = posterior_weight_problem(model, np.array([lam - 1, lam, lam + 1]))
+    prob = posterior_weight_matrices(model, np.array([lam - 1, lam, lam + 1]))
     a, g = _simulate(model, lam, lambda x, l: np.exp(model.log_posterior_weights(x, l)), 200_000,
                      np.random.default_rng(1))
     _assert_within_se(prob.A[1], a)
@@ -61,7 +61,7 @@ def test_posterior_weight_matrices_match_simulation(lam):
 def test_posterior_weight_matrices_match_a_dense_grid(lam):
     """Independent deterministic route: trapezoid on 2e6 points over the whole line (written out here)."""
     model = _dirac()
-    prob = posterior_weight_problem(model, np.array([lam - 1, lam, lam + 1]))
+    prob = posterior_weight_matrices(model, np.array([lam - 1, lam, lam + 1]))
     mu, pi, s = model.atoms[:, 0], model.weights, np.exp(-lam / 2)
     y = np.linspace(mu.min() - 15 * s, mu.max() + 15 * s, 2_000_001)
     lw = np.log(pi)[None, :] - (y[:, None] - mu[None, :]) ** 2 / (2 * s * s)
@@ -81,7 +81,7 @@ def test_gaussian_linear_closed_form_matches_simulation(lam):
     # One gain per principal direction: the gradient of the loss in theta_i is -2 psi_i r_i with r_i the
     # residual along u_i, so G_ij = 4 E[psi_i psi_j r_i r_j] (not |r|^2 as for the per-coordinate families).
     model = _gaussian()
-    prob = gaussian_linear_problem(model, np.array([lam - 1, lam, lam + 1]))
+    prob = gaussian_linear_matrices(model, np.array([lam - 1, lam, lam + 1]))
     s, U, mu = model.variances, model.basis, model.mean
     sig2 = np.exp(-lam)
     x0, x = model.sample_x(lam, 200_000, rng=np.random.default_rng(2))
@@ -98,13 +98,13 @@ def test_gaussian_sympy_matches_numeric():
 
     model = _gaussian()
     M, snr = gaussian_linear_sympy(model.variances)
-    prob = gaussian_linear_problem(model, np.array([-1.0, 0.5]))
+    prob = gaussian_linear_matrices(model, np.array([-1.0, 0.5]))
     num = np.array(M.subs(snr, sp.exp(sp.Rational(1, 2))).evalf(30), dtype=np.float64)
     np.testing.assert_allclose(num, prob.A[1], rtol=1e-13)
 
 
 def test_matrices_are_symmetric_psd_and_eval_is_trapezoid():
-    prob = posterior_weight_problem(_dirac(), np.linspace(-6, 6, 25))
+    prob = posterior_weight_matrices(_dirac(), np.linspace(-6, 6, 25))
     for M in (prob.A, prob.G):
         np.testing.assert_allclose(M, M.transpose(0, 2, 1), atol=0)
         assert np.linalg.eigvalsh(M).min() > -1e-12
@@ -123,10 +123,10 @@ def test_bsplines_are_a_partition_of_unity(J):
 
 
 def test_spline_lift_structure():
-    base = posterior_weight_problem(_dirac(), np.linspace(-6, 6, 13))
-    one = spline_problem(base, 1)
+    base = posterior_weight_matrices(_dirac(), np.linspace(-6, 6, 13))
+    one = spline_matrices(base, 1)
     np.testing.assert_allclose(one.A, base.A, rtol=1e-15)
-    four = spline_problem(base, 4)
+    four = spline_matrices(base, 4)
     assert four.A.shape == (13, 16, 16)
     b = bspline_basis(base.lam[5], 4, -6, 6)[0]
     np.testing.assert_allclose(four.A[5], np.kron(np.outer(b, b), base.A[5]), rtol=1e-14)
@@ -135,10 +135,59 @@ def test_spline_lift_structure():
 
 def test_build_problem_errors():
     with pytest.raises(ValueError, match="family must be one of"):
-        build_problem(_dirac(), "quadratic", np.linspace(0, 1, 3))
+        build_family_matrices(_dirac(), "quadratic", np.linspace(0, 1, 3))
     with pytest.raises(ValueError, match="needs a Gaussian manifold"):
-        build_problem(_dirac(), "linear", np.linspace(0, 1, 3))
+        build_family_matrices(_dirac(), "linear", np.linspace(0, 1, 3))
     with pytest.raises(ValueError, match="needs an integer J"):
-        build_problem(_dirac(), "spline:x", np.linspace(0, 1, 3))
+        build_family_matrices(_dirac(), "spline:x", np.linspace(0, 1, 3))
     with pytest.raises(ValueError, match="strictly increasing"):
-        build_problem(_dirac(), "posterior-weights", np.array([0.0, 0.0, 1.0]))
+        build_family_matrices(_dirac(), "posterior-weights", np.array([0.0, 0.0, 1.0]))
+
+
+def _dirac_2d():
+    from noisealloc.theory.dirac import DiracMixture
+
+    return DiracMixture(np.array([[-1.0, 0.0, 0.5], [1.0, 0.5, 0.5], [0.0, -1.2, 0.5]]), np.array([0.3, 0.3, 0.4]))
+
+
+def test_posterior_weight_matrices_on_a_plane_match_simulation():
+    """Span dimension 2 (Gauss-Hermite tensor rule with the Dirac model's posterior kernel)."""
+    model = _dirac_2d()
+    lam = -1.0
+    prob = posterior_weight_matrices(model, np.array([lam - 1, lam, lam + 1]))
+    assert prob.info["span_dim"] == 2 and prob.info["method"].startswith("gauss-hermite")
+    a, g = _simulate(model, lam, lambda x, l: np.exp(model.log_posterior_weights(x, l)), 200_000,
+                     np.random.default_rng(3))
+    _assert_within_se(prob.A[1], a)
+    _assert_within_se(prob.G[1], g)
+
+
+def test_span_dimension_is_the_dirac_models():
+    """One rank rule: the family uses DiracMixture.span_dim.  The second singular value here (2.4e-11 of
+    5.3) is above the model's relative 1e-12 and below the 1e-10 absolute floor the family used before."""
+    from noisealloc.theory.dirac import DiracMixture
+
+    line = DiracMixture(np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [2.0, 4.0, 6.0 + 1e-10]]))
+    collinear = DiracMixture(np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 3.0], [2.0, 4.0, 6.0]]))
+    for model, r in ((line, 2), (collinear, 1)):
+        prob = posterior_weight_matrices(model, np.linspace(-2, 2, 3))
+        assert prob.info["span_dim"] == model.span_dim == r
+
+
+def test_linear_family_carries_its_exact_form():
+    import sympy as sp
+
+    model = _gaussian()
+    fm = gaussian_linear_matrices(model, np.array([-1.0, 0.5]))
+    A_sym, snr = fm.A_sympy()
+    num = np.array(A_sym.subs(snr, sp.exp(sp.Rational(1, 2))).evalf(30), dtype=np.float64)
+    np.testing.assert_allclose(num, fm.A[1], rtol=1e-13)
+    assert posterior_weight_matrices(_dirac(), np.linspace(-1, 1, 3)).A_sympy is None
+
+
+def test_old_solvers_location_reexports_the_builders():
+    import noisealloc.solvers.problems as old
+    import noisealloc.theory.information_matrices as new
+
+    assert old.build_problem is new.build_family_matrices and old.AllocationProblem is new.FamilyMatrices
+    assert old.spline_problem is new.spline_matrices and old._natural_family is new.natural_family

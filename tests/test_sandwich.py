@@ -168,11 +168,11 @@ def test_posterior_weight_model_with_exact_high_snr_levels():
     residual G underflows to exactly 0 for lam >~ 10, so V* = 0.  On 193 levels the projected-Newton
     polish shuffled weight among the identical exact levels and stalled at V = 1.0e4 (relative KKT
     residual 1.0) with 30 % of the mass at lam = -10.4; the exchange-step guard reaches V = 0."""
-    from noisealloc.solvers.problems import build_problem
+    from noisealloc.theory.information_matrices import build_family_matrices
     from noisealloc.theory.datasets import load_data
 
     lam = np.linspace(-12.0, 12.0, 193)
-    prob = build_problem(load_data("dirac:K=3,D=1,sep=2,seed=0"), "posterior-weights", lam, rng=0)
+    prob = build_family_matrices(load_data("dirac:K=3,D=1,sep=2,seed=0"), "posterior-weights", lam, rng=0)
     assert np.all([np.trace(g) == 0.0 for g in prob.G[lam >= 11.0]])  # the premise: exact levels
     res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=prob.lam)
     assert res.converged
@@ -188,11 +188,11 @@ def test_spline_problem_never_accepts_a_numerically_singular_allocation():
     with a 50-digit recomputation and beat the uniform allocation."""
     import mpmath as mp
 
-    from noisealloc.solvers.problems import build_problem, spline_problem
+    from noisealloc.theory.information_matrices import build_family_matrices, spline_matrices
     from noisealloc.theory.datasets import load_data
 
     lam = np.linspace(-8.0, 8.0, 81)
-    prob = spline_problem(build_problem(load_data("gaussian:D=8,k=2,seed=0"), "linear", lam, rng=0), 2)
+    prob = spline_matrices(build_family_matrices(load_data("gaussian:D=8,k=2,seed=0"), "linear", lam, rng=0), 2)
     res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=lam)
     Ap = np.einsum("i,ijk->jk", res.weights, prob.A)
     Gp = np.einsum("i,ijk->jk", res.weights, prob.G)
@@ -215,11 +215,11 @@ def test_sandwich_minimiser_is_not_drawn_to_negative_rounding_noise():
     60-digit recomputation at the returned weights on the problem's scale."""
     import mpmath as mp
 
-    from noisealloc.solvers.problems import build_problem, spline_problem
+    from noisealloc.theory.information_matrices import build_family_matrices, spline_matrices
     from noisealloc.theory.datasets import load_data
 
     lam = np.linspace(-6.0, 6.0, 81)
-    prob = spline_problem(build_problem(load_data("dirac:K=3,D=1,sep=4,seed=0"), "posterior-weights", lam, rng=0), 2)
+    prob = spline_matrices(build_family_matrices(load_data("dirac:K=3,D=1,sep=4,seed=0"), "posterior-weights", lam, rng=0), 2)
     with pytest.warns(Warning):  # the infimum sits on the singular boundary: the solver says it stalled
         res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=lam)
     assert res.value >= 0.0

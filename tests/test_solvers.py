@@ -466,11 +466,11 @@ def test_regularised_spline_problem_is_not_rejected_by_the_condition_estimate():
     weights on [-8, 8] (m = 64).  make_problem accepts the uniform allocation by its 2-norm rcond (with a
     ridge); the evaluator's 1-norm dpocon estimate, up to m times smaller, rejected that same allocation
     and the solve crashed with SingularMomentError.  The 1-norm threshold is now SINGULAR_RCOND / m."""
-    from noisealloc.solvers.problems import build_problem, spline_problem
+    from noisealloc.theory.information_matrices import build_family_matrices, spline_matrices
     from noisealloc.verify.checks import default_dirac
 
     lam = np.linspace(-8.0, 8.0, 97)
-    prob = spline_problem(build_problem(default_dirac(), "posterior-weights", lam, rng=0), 16)
+    prob = spline_matrices(build_family_matrices(default_dirac(), "posterior-weights", lam, rng=0), 16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the ridge is announced by a RegularizationWarning
         res = solve(prob.A, "L", W=prob.A_eval, grid=lam)

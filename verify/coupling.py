@@ -3,7 +3,7 @@ r"""Partial-coupling sweep (THEORY.md §4 (c)): from atoms (J = 1) towards the e
 The denoiser shares parameters through ``J`` B-splines in log-SNR,
 :math:`D_\theta(x,\lambda) = \sum_{j\le J} B_j(\lambda) D_{\theta_j}(x)`, so the per-level matrices are
 :math:`A_J = (BB^\top)\otimes A`, :math:`G_J = (BB^\top)\otimes G`
-(:func:`noisealloc.solvers.problems.spline_problem`).  For each ``J`` the sweep solves the
+(:func:`noisealloc.theory.information_matrices.spline_matrices`).  For each ``J`` the sweep solves the
 allocation problem on the grid and reports
 
 * the optimal allocation (atoms and weights) and its atom count against the Theorem 1 bound;
@@ -154,7 +154,7 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
         Optimised criterion (see module docstring).
     family : str, optional
         Base feature family (default: the model's natural well-specified family, see
-        :func:`noisealloc.solvers.problems.build_problem`).
+        :func:`noisealloc.theory.information_matrices.build_family_matrices`).
     rng : Generator, int or None
         Randomness of Monte-Carlo problem builders (random features, large Dirac spans).
 
@@ -175,14 +175,14 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
 def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
     from noisealloc.solvers import solve
     from noisealloc.solvers.support import reduce_support
-    from noisealloc.solvers.problems import _natural_family, build_problem, spline_problem
+    from noisealloc.theory.information_matrices import build_family_matrices, natural_family, spline_matrices
     from noisealloc.theory.entropic import entropic_schedule
     from noisealloc.verify.loss_recovery import w1_lambda
 
     t0 = time.perf_counter()
     lam = np.linspace(-8.0, 8.0, 97) if lam is None else np.asarray(lam, dtype=np.float64)
-    family = _natural_family(model) if family is None else family
-    base = build_problem(model, family, lam, rng=rng)
+    family = natural_family(model) if family is None else family
+    base = build_family_matrices(model, family, lam, rng=rng)
     h = np.asarray(base.entropy_rate if base.entropy_rate is not None else model.entropy_rate(lam).value)
     p_ent = grid_entropic_weights(lam, h)
     # A 1e-12 uniform floor keeps the tabulated density positive where h underflows to 0;
@@ -191,7 +191,7 @@ def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
     rows = []
     for J in J_values:
         t1 = time.perf_counter()
-        prob = spline_problem(base, J)
+        prob = spline_matrices(base, J)
         method = "auto"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -6,7 +6,7 @@ Example::
         --levels 161 --out opt.json --plot opt.png
 
 Builds the per-level matrices of a linear-in-parameters denoiser family on a
-log-SNR grid (``noisealloc.solvers.problems``), solves for the optimal
+log-SNR grid (``noisealloc.theory.information_matrices``), solves for the optimal
 allocation with a certificate (``noisealloc.solvers.solve``), reduces its
 support (Theorem 1), checks the sensitivity function between grid points and,
 for the Gaussian ``linear`` family, exactly (sympy).
@@ -68,7 +68,7 @@ def run(args) -> int:
 
     from noisealloc import __version__
     from noisealloc.solvers import solve
-    from noisealloc.solvers.problems import build_problem, gaussian_linear_sympy
+    from noisealloc.theory.information_matrices import build_family_matrices, gaussian_linear_sympy
     from noisealloc.theory.datasets import load_data
     from noisealloc.theory.errors import check_interval
     from noisealloc.commands._output import write_json_atomic
@@ -80,7 +80,7 @@ def run(args) -> int:
     lam = np.linspace(lo, hi, args.levels)
     opts = {"q": args.features} if args.model == "random-features" else {}
     t0 = time.perf_counter()
-    prob = build_problem(model, args.model, lam, data=args.data, rng=args.seed, **opts)
+    prob = build_family_matrices(model, args.model, lam, data=args.data, rng=args.seed, **opts)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     res = solve(prob.A, args.criterion, grid=lam, tol=args.tol, rng=args.seed, **_criterion_kwargs(prob, args.criterion))
