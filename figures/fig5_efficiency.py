@@ -74,8 +74,8 @@ def l_value(A, A_eval, w) -> float:
 def evaluate_dataset(spec, model, sizes, seed) -> dict:
     from noisealloc.solvers import solve
     from noisealloc.solvers.problems import _natural_family, build_problem
-    from noisealloc.theory.entropic import entropic_pdf_values, independent_learner_factor
     from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
+    from noisealloc.theory.entropic import independent_learner_factor, schedule_from_model
 
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
     family = _natural_family(model)
@@ -84,16 +84,14 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
         big = getattr(model, "n_atoms", 0) > 1000
         opts = {"q": sizes["rf_q"], "n_mc": sizes["rf_n_mc_images"] if big else sizes["rf_n_mc"]}
     prob = build_problem(model, family, lam, data=spec, rng=seed, **opts)
-    h = prob.entropy_rate
-    mc = getattr(model, "discrete", False) and model.choose_method() == "monte-carlo"
-    if mc:  # the problem's h came from the default MC size; use the figure's size and seed
-        h = model.entropy_rate(lam, n_samples=sizes["h_samples"], rng=seed).value
-    h = np.maximum(np.asarray(h, float), 1e-300)
+    # h at the figure's Monte-Carlo size and seed (the problem's own h uses the solver layer's default size)
+    ent = schedule_from_model(model, lam, rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
+    h = ent.h_floored
     s = data_scale(model, rng=seed)
     shift = heuristic_shift(s)
     pdfs = shifted_heuristic_pdfs(lam, s)
-    pdfs["sqrt-entropic"] = entropic_pdf_values(lam, h, rule="sqrt-entropy")[1]
-    pdfs["entropic"] = entropic_pdf_values(lam, h, rule="entropy")[1]
+    pdfs["sqrt-entropic"] = ent.pdf
+    pdfs["entropic"] = ent.with_rule("entropy").pdf
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         best = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=prob.lam)

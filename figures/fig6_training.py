@@ -58,18 +58,13 @@ def datasets(mnist=None) -> list[tuple[str, bool, object]]:
 
 
 def _schedules(model, sizes, seed):
-    from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic
-    from noisealloc.theory.entropic import entropic_schedule
+    from noisealloc.theory.data_scale import data_scale, heuristic_shift
+    from noisealloc.verify.training import training_schedule
 
-    lam = np.linspace(LAM_MIN, LAM_MAX, sizes["h_levels"])
-    opts = {"n_samples": sizes["h_samples"], "rng": seed} if model.choose_method() == "monte-carlo" else {}
-    h = np.asarray(model.entropy_rate(lam, **opts).value, float)
+    scheds = {key: training_schedule(model, key, LAM_MIN, LAM_MAX, h_levels=sizes["h_levels"],
+                                     h_samples=sizes["h_samples"], rng=seed) for key in SCHEDULES}
     s = data_scale(model)
-    return {
-        "sqrt-entropic": entropic_schedule(lam, np.maximum(h, 1e-300), name="sqrt-entropic"),
-        "edm_lognormal": shifted_heuristic("edm_lognormal", s, LAM_MIN, LAM_MAX),
-        "cosine": shifted_heuristic("cosine", s, LAM_MIN, LAM_MAX),
-    }, s, heuristic_shift(s)
+    return scheds, s, heuristic_shift(s)
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:

@@ -27,6 +27,23 @@ def test_from_data_exports_a_schedule_that_the_numpy_reader_samples(tmp_path):
     assert p > tolerances.KS_ALPHA, f"KS rejects the numpy reader's samples: p = {p:.2e}"
 
 
+def test_from_data_where_h_underflows_gives_a_schedule_without_mass_there(tmp_path):
+    """Three atoms 2 apart: h(lam) is exactly 0 in float64 above lam ~ 10.  The command used to stop with
+    'the entropic density vanishes'; through the one pipeline the profile is floored (H_FLOOR) first."""
+    from noisealloc.theory.datasets import load_data
+
+    spec = "dirac:K=3,D=1,sep=2,seed=0"
+    lam = np.linspace(-12, 12, 129)
+    h = load_data(spec).entropy_rate(lam).value
+    assert np.any(h == 0)
+    out = tmp_path / "s.json"
+    assert main(["schedule", "--from-data", spec, "--out", str(out)]) == 0
+    sched = load_json(out)
+    first_zero = lam[np.flatnonzero(h == 0)[0]]
+    assert sched.sf(first_zero) < 1e-140
+    assert json.loads(out.read_text())["meta"]["method"] == "quadrature"
+
+
 def test_from_losses_matches_from_data_when_losses_are_exact(tmp_path):
     """A loss table holding the exact MMSE gives (nearly) the same schedule as the data route."""
     from noisealloc.theory.datasets import load_data

@@ -7,8 +7,19 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from noisealloc.theory.coordinates import get_coordinate
-from noisealloc.theory.entropic import entropic_pdf_values, entropic_schedule, independent_learner_factor
+from noisealloc.theory.dirac import DiracMixture
+from noisealloc.theory.entropic import (
+    H_FLOOR,
+    EntropicScheduleResult,
+    entropic_pdf_values,
+    entropic_schedule,
+    independent_learner_factor,
+    schedule_from_model,
+    schedule_from_rate,
+)
+from noisealloc.theory.gaussian import GaussianManifold
 from noisealloc.theory.online import EntropyRateEstimator, tv_distance_piecewise_linear
+from strategies import examples
 
 LAM = np.linspace(-10, 10, 201)
 
@@ -101,6 +112,124 @@ def test_tv_distance_matches_quadrature():
     assert abs(tv_distance_piecewise_linear(u, p, q) - ref) < 1e-11
 
 
+# ---- model -> entropic schedule, the one pipeline ----------------------------------------
+
+#: Three atoms 2 apart: h = e^lam mmse / 2 underflows to exactly 0 in float64 above lam ~ 10.
+UNDERFLOW = DiracMixture(np.array([[-2.0], [0.0], [2.0]]))
+
+
+def _gauss_model(s):
+    d = len(s)
+    return GaussianManifold(np.zeros(d + 1), np.eye(d + 1)[:, :d], s)
+
+
+def test_pipeline_from_a_closed_form_model_is_the_schedule_of_its_exact_h():
+    s = np.array([2.0, 0.3])
+    res = schedule_from_model(_gauss_model(s), LAM, coordinate="t-edm")
+    assert isinstance(res, EntropicScheduleResult)
+    np.testing.assert_allclose(res.h, _gauss_h(LAM, s), rtol=1e-13)
+    assert res.method == "closed-form" and np.all(res.h_stderr == 0) and res.h_stderr.shape == LAM.shape
+    assert (res.rule, res.coordinate, res.floor, res.h_floor) == ("sqrt-entropy", "t-edm", 0.0, H_FLOOR)
+    u, p = entropic_pdf_values(LAM, _gauss_h(LAM, s), coordinate="t-edm")
+    np.testing.assert_allclose(res.u, u, rtol=1e-14)
+    np.testing.assert_allclose(res.pdf, p, rtol=1e-12)
+    np.testing.assert_array_equal(res.schedule.knots, res.u)
+    assert res.schedule.coordinate.name == "t-edm" and res.schedule.name == "sqrt-entropy"
+
+
+def test_pipeline_floors_an_underflowed_h_and_never_samples_there():
+    lam = np.linspace(-12.0, 12.0, 129)
+    h = UNDERFLOW.entropy_rate(lam).value
+    assert np.any(h == 0), "the test needs a profile that underflows"
+    with pytest.raises(ValueError, match="vanishes"):  # the unfloored construction refuses it
+        entropic_pdf_values(lam, h)
+    res = schedule_from_model(UNDERFLOW, lam)
+    np.testing.assert_array_equal(res.h, h)  # h is reported as estimated, the floor is separate
+    np.testing.assert_array_equal(res.h_floored, np.maximum(h, H_FLOOR))
+    zero = h == 0
+    assert np.all(res.pdf > 0)
+    assert np.max(res.pdf[zero]) < 1e-140 * np.max(res.pdf)
+    # the sampler puts no mass beyond the last level where h is positive
+    last = lam[np.flatnonzero(~zero)[-1] + 1]
+    assert res.schedule.sf(last) < 1e-140
+    with pytest.raises(ValueError, match="vanishes"):  # h_floor = 0 keeps h as given
+        schedule_from_model(UNDERFLOW, lam, h_floor=0.0)
+
+
+def test_pipeline_passes_monte_carlo_options_only_where_they_matter():
+    lam = np.linspace(-6.0, 6.0, 9)
+    # quadrature (atoms on a line): n_samples and rng change nothing
+    a = schedule_from_model(UNDERFLOW, lam)
+    b = schedule_from_model(UNDERFLOW, lam, n_samples=64, rng=3)
+    np.testing.assert_array_equal(a.pdf, b.pdf)
+    # Monte Carlo (16 atoms spanning 8 dimensions): the seed fixes the schedule, another seed moves it
+    mc = DiracMixture(np.random.default_rng(0).standard_normal((16, 8)))
+    assert mc.choose_method() == "monte-carlo"
+    r1 = schedule_from_model(mc, lam, n_samples=128, rng=1)
+    r2 = schedule_from_model(mc, lam, n_samples=128, rng=1)
+    r3 = schedule_from_model(mc, lam, n_samples=128, rng=2)
+    assert r1.method == "monte-carlo" and r1.estimate.n_samples == 128
+    np.testing.assert_array_equal(r1.pdf, r2.pdf)
+    assert not np.array_equal(r1.pdf, r3.pdf)
+    assert np.all(r1.h_stderr > 0)
+    # the same profile under another rule or coordinate: no new estimate, same as the direct construction
+    e = r1.with_rule("entropy", coordinate="log-sigma", floor=0.1)
+    np.testing.assert_array_equal(e.h, r1.h)
+    assert e.estimate is r1.estimate and (e.rule, e.coordinate, e.floor) == ("entropy", "log-sigma", 0.1)
+    _, p = entropic_pdf_values(lam, r1.h_floored, rule="entropy", coordinate="log-sigma", floor=0.1)
+    np.testing.assert_array_equal(e.pdf, p)
+    assert e.schedule.name == "entropy+floor0.1"
+
+
+_PROFILE = st.lists(st.one_of(st.just(0.0), st.floats(1e-300, 1e3)), min_size=3, max_size=40).filter(
+    lambda v: max(v) > 0)
+
+
+@given(h=_PROFILE, coord=st.sampled_from(["lambda", "log-sigma", "t-edm", "sigma"]),
+       rule=st.sampled_from(["sqrt-entropy", "entropy"]), floor=st.sampled_from([0.0, 0.05]))
+@settings(max_examples=examples(40))
+def test_schedule_from_rate_is_the_entropic_density_of_the_floored_profile(h, coord, rule, floor):
+    lam = np.linspace(-10.0, 10.0, len(h))
+    h = np.asarray(h)
+    res = schedule_from_rate(lam, h, rule=rule, coordinate=coord, floor=floor)
+    u, p = entropic_pdf_values(lam, np.maximum(h, H_FLOOR), rule=rule, coordinate=coord, floor=floor)
+    np.testing.assert_array_equal(res.pdf, p)
+    np.testing.assert_array_equal(res.h, h)
+    assert np.all(res.pdf > 0) and abs(np.trapezoid(res.pdf, res.u) - 1) < 1e-12
+    assert res.method == "given" and res.estimate is None
+
+
+class _NoEstimate:
+    """A model whose estimate must not be reached: bad options are refused first."""
+
+    def entropy_rate(self, lam, coordinate="lambda"):
+        raise AssertionError("entropy_rate was called although the options were invalid")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(lam=[0.0, 1.0, 1.0]), "lam must be strictly increasing"),
+    (dict(lam=[0.0]), "lam must hold at least 2 levels"),
+    (dict(lam=[0.0, np.inf]), "lam must be finite"),
+    (dict(lam=[0.0, 1.0], rule="cube-root"), "rule must be one of"),
+    (dict(lam=[0.0, 1.0], floor=-0.1), r"floor must lie in \[0, 1\)"),
+    (dict(lam=[0.0, 1.0], h_floor=-1e-300), "h_floor must be a finite number >= 0"),
+    (dict(lam=[0.0, 1.0], h_floor=np.nan), "h_floor must be a finite number >= 0"),
+    (dict(lam=[0.0, 1.0], coordinate="beta"), "coordinate must be one of"),
+])
+def test_pipeline_refuses_bad_options_before_estimating(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        schedule_from_model(_NoEstimate(), **kwargs)
+
+
+def test_schedule_from_rate_refuses_bad_profiles():
+    with pytest.raises(ValueError, match="h must be finite"):
+        schedule_from_rate([0.0, 1.0], [1.0, np.nan])
+    with pytest.raises(ValueError, match="h must have shape"):
+        schedule_from_rate([0.0, 1.0, 2.0], [1.0, 1.0])
+    with pytest.raises(ValueError, match="h must be positive somewhere"):
+        schedule_from_rate([0.0, 1.0], [0.0, 0.0], h_floor=0.0)
+
+
 # ---- online estimator ---------------------------------------------------------------
 
 def _stream(rng, s, n_batches, batch=256, lam_min=-8.0, lam_max=8.0, noise=True):
@@ -112,7 +241,7 @@ def _stream(rng, s, n_batches, batch=256, lam_min=-8.0, lam_max=8.0, noise=True)
         yield lam, loss
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(max_change=st.floats(0.01, 0.5), floor=st.floats(0.0, 0.3), seed=st.integers(0, 2**16),
        forgetting=st.floats(0.5, 1.0))
 def test_online_schedule_never_moves_more_than_max_change(max_change, floor, seed, forgetting):

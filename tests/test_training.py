@@ -100,3 +100,22 @@ def test_bad_training_inputs(model):
         T.training_curve(model, sch, [0, 4], [0], ev, q=4)
     with pytest.raises(ValueError):
         T.make_eval_set(model, 2.0, -2.0)
+
+
+def test_training_schedule_is_the_entropic_pipeline_or_the_shifted_heuristic(model):
+    from noisealloc.theory.entropic import schedule_from_model
+
+    lam = np.linspace(-6.0, 6.0, 17)
+    ent = T.training_schedule(model, "sqrt-entropic", -6.0, 6.0, h_levels=17)
+    ref = schedule_from_model(model, lam).schedule
+    np.testing.assert_array_equal(ent.pdf_values, ref.pdf_values)
+    assert ent.name == "sqrt-entropic"
+    lin = T.training_schedule(model, "entropic", -6.0, 6.0, h_levels=17)
+    np.testing.assert_array_equal(lin.pdf_values, schedule_from_model(model, lam, rule="entropy").schedule.pdf_values)
+    edm = T.training_schedule(model, "edm_lognormal", -6.0, 6.0)
+    np.testing.assert_array_equal(edm.pdf_values,
+                                  shifted_heuristic("edm_lognormal", data_scale(model), -6.0, 6.0).pdf_values)
+    with pytest.raises(ValueError, match="h_levels must be an integer >= 2"):
+        T.training_schedule(model, "sqrt-entropic", -6.0, 6.0, h_levels=1)
+    with pytest.raises(ValueError, match="name must be one of"):
+        T.training_schedule(model, "nope", -6.0, 6.0)

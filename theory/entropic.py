@@ -19,6 +19,8 @@ A uniform floor mixes in robustness against a badly estimated profile:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from noisealloc.theory.coordinates import get_coordinate
@@ -26,25 +28,43 @@ from noisealloc.theory.errors import as_float_array, check_choice, check_finite
 
 __all__ = [
     "RULES",
+    "H_FLOOR",
+    "EntropicScheduleResult",
     "entropic_pdf_values",
     "entropic_schedule",
     "independent_learner_factor",
     "schedule_from_model",
+    "schedule_from_rate",
 ]
 
+#: Exponent rules: ``"sqrt-entropy"`` is :math:`p_u \propto h_u^{1/2}` (Theorem 2), ``"entropy"`` is
+#: :math:`p_u \propto h_u` (uniform in entropic time).
 RULES = ("sqrt-entropy", "entropy")
 
+#: Floor raised under a computed entropy rate before its entropic density is formed.  :math:`h > 0` at
+#: every finite :math:`\lambda`, but :math:`\tfrac12 e^\lambda\,\mathrm{mmse}` underflows to 0 at high
+#: SNR for well-separated atoms (and a Monte-Carlo estimate can be exactly 0), and a zero would make the
+#: density vanish there, which a tabulated schedule cannot hold.  1e-300 sits just above the smallest
+#: normal double (2.2e-308), and its square root, 1e-150, stays far from underflow relative to any
+#: maximum of order one: floored levels get a density about 1e-150 of the peak, i.e. are never sampled.
+H_FLOOR = 1e-300
 
-def _check_profile(lam, h):
+
+def _check_lam(lam) -> np.ndarray:
     lam = check_finite(as_float_array(lam, "lam", ndim=1), "lam")
-    h = check_finite(as_float_array(h, "h", ndim=1), "h")
-    if lam.shape != h.shape:
-        raise ValueError(f"lam and h must have the same shape; got {lam.shape} and {h.shape}")
     if lam.size < 2:
         raise ValueError(f"lam must hold at least 2 levels; got {lam.size}")
     if np.any(np.diff(lam) <= 0):
         i = int(np.flatnonzero(np.diff(lam) <= 0)[0])
         raise ValueError(f"lam must be strictly increasing; lam[{i}] = {lam[i]!r} >= lam[{i + 1}] = {lam[i + 1]!r}")
+    return lam
+
+
+def _check_profile(lam, h):
+    lam = _check_lam(lam)
+    h = check_finite(as_float_array(h, "h", ndim=1), "h")
+    if lam.shape != h.shape:
+        raise ValueError(f"lam and h must have the same shape; got {lam.shape} and {h.shape}")
     if np.any(h < 0):
         i = int(np.flatnonzero(h < 0)[0])
         raise ValueError(f"h must be >= 0 (an entropy rate); h[{i}] = {h[i]!r}")
@@ -52,39 +72,54 @@ def _check_profile(lam, h):
 
 
 def entropic_pdf_values(lam, h, *, rule: str = "sqrt-entropy", coordinate: str = "lambda", floor: float = 0.0):
-    r"""Unnormalised-then-normalised entropic density at the knots, in coordinate ``u``.
+    r"""The entropic density at the knots of a profile, normalised, in coordinate ``u``.
 
     .. math:: p_u(u_i) \propto h_u(u_i)^{\gamma}, \quad \gamma = \tfrac12 \text{ (sqrt-entropy) or } 1
               \text{ (entropy)}, \quad h_u = h\,|d\lambda/du|,
 
     normalised with the trapezoid rule in ``u`` (exact for the piecewise-linear
     density that :class:`~noisealloc.theory.schedules.TabulatedSchedule` builds),
-    then mixed with a uniform floor.
+    then mixed with a uniform floor :math:`p \leftarrow (1-\varepsilon)p + \varepsilon/|U|`.
+    ``h`` is used as given: zeros raise (see :func:`schedule_from_rate`, which floors it first).
 
     Parameters
     ----------
-    lam : (n,) array
-        Strictly increasing log-SNR grid.
-    h : (n,) array
+    lam : (n,) array_like
+        Strictly increasing log-SNR grid, n >= 2.
+    h : (n,) array_like
         Entropy rate per unit :math:`\lambda` (nats), :math:`h \ge 0`.
     rule : {"sqrt-entropy", "entropy"}
+        Exponent :math:`\gamma` = 1/2 or 1.
     coordinate : str
         Coordinate ``u`` of the schedule (default log-SNR).
     floor : float in [0, 1)
-        Weight of the uniform mixture component.
+        Weight :math:`\varepsilon` of the uniform mixture component.
 
     Returns
     -------
-    u : (n,) array
+    u : (n,) ndarray
         Knots in ``u``, increasing.
-    pdf : (n,) array
-        Density per unit ``u`` at the knots, integrating to one (trapezoid).
+    pdf : (n,) ndarray
+        Density per unit ``u`` at the knots, > 0, integrating to one (trapezoid).
+
+    References
+    ----------
+    THEORY.md §4 (b) (Theorem 2 and feature-noise decoupling); §5 (entropic schedules).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> u, p = entropic_pdf_values([0.0, 1.0, 2.0], [1.0, 4.0, 1.0])  # sqrt(h) = 1, 2, 1; mass 3
+    >>> p.round(6)
+    array([0.333333, 0.666667, 0.333333])
     """
     lam, h = _check_profile(lam, h)
     check_choice(rule, "rule", RULES)
     floor = float(floor)
     if not (0.0 <= floor < 1.0):
         raise ValueError(f"floor must lie in [0, 1); got {floor!r}")
+    if not np.any(h > 0):
+        raise ValueError("h must be positive somewhere on the grid; the entropic density has zero mass")
     c = get_coordinate(coordinate)
     u = c.from_lam(lam)
     jac = np.abs(c.dlam_du(u))
@@ -115,18 +150,51 @@ def entropic_pdf_values(lam, h, *, rule: str = "sqrt-entropy", coordinate: str =
 
 def entropic_schedule(lam, h, *, rule: str = "sqrt-entropy", coordinate: str = "lambda", floor: float = 0.0,
                       name: str | None = None):
-    r"""The (square-root) entropic schedule as a tabulated density in ``coordinate``.
+    r"""The (square-root) entropic schedule of a profile as a tabulated density in ``coordinate``.
 
-    See :func:`entropic_pdf_values` for the formula; the result is a
+    The density of :func:`entropic_pdf_values`,
+    :math:`p_u \propto h_u^{\gamma}` mixed with the uniform floor, as a
     :class:`~noisealloc.theory.schedules.TabulatedSchedule` (piecewise-linear
-    pdf, exact CDF and inverse CDF) in the coordinate ``u``.
+    pdf, exact CDF and inverse CDF) on the knots :math:`u(\lambda_i)`.
+
+    Parameters
+    ----------
+    lam : (n,) array_like
+        Strictly increasing log-SNR grid, n >= 2.
+    h : (n,) array_like
+        Entropy rate per unit :math:`\lambda` (nats), :math:`h \ge 0`, positive somewhere.
+    rule : {"sqrt-entropy", "entropy"}
+        Exponent 1/2 or 1.
+    coordinate : str
+        Coordinate ``u`` of the learners and of the schedule.
+    floor : float in [0, 1)
+        Uniform mixture weight.
+    name : str, optional
+        Schedule name (default the rule, with ``+floor<eps>`` when ``floor > 0``).
+
+    Returns
+    -------
+    TabulatedSchedule
+        In ``coordinate``, on the knots :math:`u(\lambda_i)`.
+
+    References
+    ----------
+    THEORY.md §4 (b); §5.
+
+    Examples
+    --------
+    >>> sch = entropic_schedule([0.0, 1.0, 2.0], [1.0, 4.0, 1.0])
+    >>> sch.name, float(sch.cdf(1.0))  # symmetric density: half the mass below the middle knot
+    ('sqrt-entropy', 0.5)
     """
     from noisealloc.theory.schedules import TabulatedSchedule
 
     u, pdf = entropic_pdf_values(lam, h, rule=rule, coordinate=coordinate, floor=floor)
-    if name is None:
-        name = f"{rule}" + (f"+floor{floor:g}" if floor else "")
-    return TabulatedSchedule(u, pdf, coordinate=coordinate, name=name)
+    return TabulatedSchedule(u, pdf, coordinate=coordinate, name=_default_name(rule, floor) if name is None else name)
+
+
+def _default_name(rule: str, floor: float) -> str:
+    return f"{rule}" + (f"+floor{floor:g}" if floor else "")
 
 
 def independent_learner_factor(u, omega_c, p):
@@ -140,12 +208,29 @@ def independent_learner_factor(u, omega_c, p):
 
     Parameters
     ----------
-    u : (n,) array, increasing
-    omega_c : (n,) array, >= 0
+    u : (n,) array_like
+        Strictly increasing grid in the learners' coordinate.
+    omega_c : (n,) array_like, >= 0
         Evaluation weight times per-level cost, per unit ``u``.
-    p : (n,) array, > 0
+    p : (n,) array_like, > 0
         Allocation density per unit ``u`` (need not be normalised: it is
         normalised on the grid first).
+
+    Returns
+    -------
+    float
+        :math:`F(p) \ge 1` (up to the trapezoid rule): the factor by which the
+        allocation's first-order excess risk exceeds the optimum.
+
+    References
+    ----------
+    THEORY.md §4 (b), Theorem 2 (square-root law).
+
+    Examples
+    --------
+    >>> u = [0.0, 1.0, 2.0]
+    >>> independent_learner_factor(u, [1.0, 4.0, 1.0], [1.0, 2.0, 1.0])  # p = sqrt(omega c)
+    1.0
     """
     u = check_finite(as_float_array(u, "u", ndim=1), "u")
     omega_c = check_finite(as_float_array(omega_c, "omega_c", shape=u.shape), "omega_c")
@@ -162,33 +247,232 @@ def independent_learner_factor(u, omega_c, p):
     return float(np.trapezoid(omega_c / p, u) / np.trapezoid(np.sqrt(omega_c), u) ** 2)
 
 
-def schedule_from_model(model, lam_min: float = -12.0, lam_max: float = 12.0, *, levels: int = 257,
-                        rule: str = "sqrt-entropy", coordinate: str = "lambda", floor: float = 0.0,
-                        rng=None, **estimate_opts):
-    r"""Entropic schedule of a data model: :math:`h` from the posterior engine, then :func:`entropic_schedule`.
+@dataclass(frozen=True)
+class EntropicScheduleResult:
+    r"""An entropic schedule with the entropy-rate profile it was built from.
+
+    Returned by :func:`schedule_from_model` and :func:`schedule_from_rate`: the schedule
+    :math:`p_u \propto (h_u)^\gamma` (mixed with the uniform ``floor``) built from
+    :math:`\max(h, h_{floor})`, and everything needed to judge it (the estimate of ``h`` with its
+    standard error and method, and the floors used).
+
+    Attributes
+    ----------
+    schedule : TabulatedSchedule
+        The schedule, in ``coordinate``, on the knots ``u``.
+    u : (n,) ndarray
+        Knots :math:`u(\lambda_i)` in ``coordinate``, increasing.
+    pdf : (n,) ndarray
+        Density per unit ``u`` at the knots (normalised by the trapezoid rule).
+    lam : (n,) ndarray
+        The log-SNR grid of the profile, increasing.
+    h : (n,) ndarray
+        Entropy rate per unit :math:`\lambda` (nats) as estimated, before the floor.
+    h_stderr : (n,) ndarray
+        Its standard error (0 for closed forms and quadrature).
+    method : str
+        How ``h`` was obtained (``"closed-form"``, ``"quadrature"``, ``"monte-carlo"``, ... or
+        ``"given"`` for :func:`schedule_from_rate`).
+    h_floor : float
+        Floor raised under ``h`` before the density was formed (:data:`H_FLOOR` by default).
+    rule : str
+        ``"sqrt-entropy"`` or ``"entropy"``.
+    coordinate : str
+        Name of the schedule's coordinate.
+    floor : float
+        Uniform mixture weight of the schedule.
+    estimate : Estimate or None
+        The model's estimate of ``h`` (with its provenance), ``None`` when ``h`` was given.
+    """
+
+    schedule: object
+    u: np.ndarray
+    pdf: np.ndarray
+    lam: np.ndarray
+    h: np.ndarray
+    h_stderr: np.ndarray
+    method: str
+    h_floor: float
+    rule: str
+    coordinate: str
+    floor: float
+    estimate: object = field(default=None, repr=False, compare=False)
+
+    @property
+    def h_floored(self) -> np.ndarray:
+        r""":math:`\max(h, h_{floor})`, the profile the density was built from (per unit :math:`\lambda`)."""
+        return np.maximum(self.h, self.h_floor)
+
+    def with_rule(self, rule: str | None = None, *, coordinate: str | None = None, floor: float | None = None,
+                  name: str | None = None) -> "EntropicScheduleResult":
+        r"""The schedule of the same profile under another rule, coordinate or floor (no new estimate of ``h``).
+
+        Parameters
+        ----------
+        rule, coordinate, floor : optional
+            Replace this result's value; ``None`` keeps it.
+        name : str, optional
+            Name of the new schedule (default as in :func:`entropic_schedule`).
+
+        Returns
+        -------
+        EntropicScheduleResult
+            Same ``lam``, ``h``, ``h_stderr``, ``method``, ``h_floor`` and ``estimate``.
+        """
+        return _build(self.lam, self.h, self.h_stderr, self.method, self.estimate,
+                      rule=self.rule if rule is None else rule,
+                      coordinate=self.coordinate if coordinate is None else coordinate,
+                      floor=self.floor if floor is None else floor, h_floor=self.h_floor, name=name)
+
+
+def _check_options(rule, coordinate, floor, h_floor) -> tuple[str, float, float]:
+    check_choice(rule, "rule", RULES)
+    name = get_coordinate(coordinate).name
+    floor = float(floor)
+    if not (0.0 <= floor < 1.0):
+        raise ValueError(f"floor must lie in [0, 1); got {floor!r}")
+    h_floor = float(h_floor)
+    if not (np.isfinite(h_floor) and h_floor >= 0.0):
+        raise ValueError(f"h_floor must be a finite number >= 0; got {h_floor!r}")
+    return name, floor, h_floor
+
+
+def _build(lam, h, h_stderr, method, estimate, *, rule, coordinate, floor, h_floor, name):
+    from noisealloc.theory.schedules import TabulatedSchedule
+
+    coord_name, floor, h_floor = _check_options(rule, coordinate, floor, h_floor)
+    # np.maximum also lifts a tiny negative rounding of a quadrature h to the floor; NaN stays NaN and is
+    # refused by entropic_pdf_values.
+    u, pdf = entropic_pdf_values(lam, np.maximum(h, h_floor), rule=rule, coordinate=coordinate, floor=floor)
+    schedule = TabulatedSchedule(u, pdf, coordinate=coordinate, name=_default_name(rule, floor) if name is None else name)
+    return EntropicScheduleResult(schedule, u, pdf, lam, h, h_stderr, method, h_floor, rule, coord_name, floor,
+                                  estimate)
+
+
+def schedule_from_rate(lam, h, *, h_stderr=0.0, rule: str = "sqrt-entropy", coordinate: str = "lambda",
+                       floor: float = 0.0, h_floor: float = H_FLOOR, name: str | None = None,
+                       method: str = "given") -> EntropicScheduleResult:
+    r"""Entropic schedule of a given entropy-rate profile, floored at ``h_floor`` first.
+
+    .. math:: p_u(u_i) \propto \big(\max(h(\lambda_i), h_{floor})\,|d\lambda/du|\big)^{\gamma},
+              \qquad \gamma = \tfrac12 \text{ (sqrt-entropy) or } 1 \text{ (entropy)},
+
+    normalised by the trapezoid rule in ``u`` and mixed with the uniform ``floor``
+    (:func:`entropic_pdf_values`).  Use it when ``h`` comes from elsewhere (an allocation
+    problem, a fitted loss profile); :func:`schedule_from_model` estimates ``h`` first.
+
+    Parameters
+    ----------
+    lam : (n,) array_like
+        Strictly increasing log-SNR grid, n >= 2.
+    h : (n,) array_like
+        Entropy rate per unit :math:`\lambda` (nats).
+    h_stderr : float or (n,) array_like
+        Its standard error, recorded in the result (default 0).
+    rule : {"sqrt-entropy", "entropy"}
+        Exponent 1/2 or 1.
+    coordinate : str
+        Coordinate ``u`` of the learners and of the schedule (default log-SNR).
+    floor : float in [0, 1)
+        Uniform mixture weight.
+    h_floor : float >= 0
+        Floor under ``h`` (default :data:`H_FLOOR`; 0 keeps ``h`` as given, and a zero then raises).
+    name : str, optional
+        Schedule name (default the rule, with ``+floor<eps>`` when ``floor > 0``).
+    method : str
+        Recorded as the result's ``method``.
+
+    Returns
+    -------
+    EntropicScheduleResult
+        The schedule with the profile (``estimate`` is ``None``).
+
+    References
+    ----------
+    THEORY.md §4 (b) (square-root law); §5.
+
+    Examples
+    --------
+    >>> res = schedule_from_rate([0.0, 1.0, 2.0], [1.0, 4.0, 0.0])  # h underflowed to 0 at the last level
+    >>> res.pdf[:2].round(6)  # sqrt(h) = 1, 2, 1e-150: mass 2.5
+    array([0.4, 0.8])
+    >>> bool(0 < res.pdf[-1] < 1e-149), res.schedule.name
+    (True, 'sqrt-entropy')
+    """
+    lam = _check_lam(lam)
+    h = check_finite(as_float_array(h, "h", shape=lam.shape), "h")
+    se = np.broadcast_to(check_finite(as_float_array(h_stderr, "h_stderr"), "h_stderr"), lam.shape).copy()
+    return _build(lam, h, se, str(method), None, rule=rule, coordinate=coordinate, floor=floor, h_floor=h_floor,
+                  name=name)
+
+
+def schedule_from_model(model, lam, *, rule: str = "sqrt-entropy", coordinate: str = "lambda", floor: float = 0.0,
+                        n_samples: int | None = None, rng=None, h_floor: float = H_FLOOR,
+                        name: str | None = None) -> EntropicScheduleResult:
+    r"""Entropic schedule of a data model: estimate :math:`h(\lambda)`, floor it, build the schedule.
+
+    The one pipeline from a data model to its (square-root) entropic schedule:
+
+    1. :math:`h(\lambda_i) = \tfrac12 e^{\lambda_i}\,\mathrm{mmse}(\lambda_i)` per unit :math:`\lambda`
+       from the model's posterior engine through
+       :func:`noisealloc.theory.information.model_entropy_rate`, which gives ``n_samples`` and
+       ``rng`` to the models that estimate by Monte Carlo (and only to them): closed forms and
+       quadrature are exact and ignore both;
+    2. :math:`h \leftarrow \max(h, h_{floor})` (:data:`H_FLOOR`: :math:`h` underflows to 0 at high SNR);
+    3. :math:`p_u \propto (h\,|d\lambda/du|)^\gamma` in ``coordinate`` with the uniform ``floor``
+       (:func:`schedule_from_rate`).
 
     Parameters
     ----------
     model
-        Any data model of :mod:`noisealloc.theory` (``entropy_rate(lam)`` returning an Estimate).
-    levels : int
-        Number of log-SNR levels, uniform on ``[lam_min, lam_max]``.
-    estimate_opts
-        Passed to ``model.entropy_rate`` (e.g. ``n_samples`` for Monte Carlo).
+        A data model of :mod:`noisealloc.theory` (``entropy_rate(lam, coordinate)`` returning an
+        :class:`~noisealloc.theory.estimates.Estimate`).
+    lam : (n,) array_like
+        Strictly increasing log-SNR grid, n >= 2 (the knots of the schedule in :math:`\lambda`).
+    rule : {"sqrt-entropy", "entropy"}
+        Exponent 1/2 (Theorem 2) or 1 (uniform in entropic time).
+    coordinate : str
+        Coordinate ``u`` of the learners and of the schedule (default log-SNR).
+    floor : float in [0, 1)
+        Uniform mixture weight.
+    n_samples : int, optional
+        Monte-Carlo sample count per level (the model's default when ``None``).
+    rng : numpy.random.Generator, int or None
+        Monte-Carlo randomness (keyword-only); pass a seed for a reproducible schedule.
+    h_floor : float >= 0
+        Floor under ``h`` (default :data:`H_FLOOR`).
+    name : str, optional
+        Schedule name (default the rule, with ``+floor<eps>`` when ``floor > 0``).
 
     Returns
     -------
-    schedule : TabulatedSchedule
-    estimate : Estimate
-        The entropy rate per unit :math:`\lambda` it was built from (with its method and stderr).
-    """
-    from noisealloc.theory.errors import check_interval
+    EntropicScheduleResult
+        The schedule, its knots and density, and ``h`` with its standard error, method and the
+        model's full :class:`~noisealloc.theory.estimates.Estimate`.
 
-    lo, hi = check_interval(lam_min, lam_max, "lam interval")
-    if int(levels) < 2:
-        raise ValueError(f"levels must be >= 2; got {levels!r}")
-    lam = np.linspace(lo, hi, int(levels))
-    if rng is not None:
-        estimate_opts["rng"] = rng
-    est = model.entropy_rate(lam, **estimate_opts)
-    return entropic_schedule(lam, est.value, rule=rule, coordinate=coordinate, floor=floor), est
+    References
+    ----------
+    THEORY.md §2 (entropy rate), §4 (b) (square-root law, its coordinate dependence), §5.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from noisealloc.theory.dirac import DiracMixture
+    >>> model = DiracMixture(np.array([[-1.0], [1.0]]))
+    >>> res = schedule_from_model(model, np.linspace(-8.0, 8.0, 33))
+    >>> res.method, res.schedule.name, res.schedule.coordinate.name
+    ('quadrature', 'sqrt-entropy', 'lambda')
+    >>> round(float(np.trapezoid(res.h, res.lam)), 3)  # close to H(pi) = log 2 = 0.693 on [-8, 8]
+    0.693
+    """
+    from noisealloc.theory.information import model_entropy_rate
+
+    lam = _check_lam(lam)
+    _check_options(rule, coordinate, floor, h_floor)  # refuse bad options before the (costly) estimate
+    est = model_entropy_rate(model, lam, coordinate="lambda", n_samples=n_samples, rng=rng)
+    h = np.asarray(est.value, dtype=np.float64)
+    if h.shape != lam.shape:
+        raise ValueError(f"model.entropy_rate returned shape {h.shape} for lam of shape {lam.shape}")
+    h_se = np.broadcast_to(np.asarray(est.stderr, dtype=np.float64), h.shape).copy()
+    return _build(lam, h, h_se, est.method, est, rule=rule, coordinate=coordinate, floor=floor, h_floor=h_floor,
+                  name=name)

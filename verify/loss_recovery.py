@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.entropic import entropic_schedule
+from noisealloc.theory.entropic import schedule_from_model, schedule_from_rate
 from noisealloc.theory.errors import as_generator
 from noisealloc.theory.loss_profiles import fit_mmse_profile
 
@@ -112,8 +112,8 @@ def loss_recovery(model, sizes=(100, 1000, 10000, 100000), *, lam_min: float = -
     """Run the loss-recovery check on ``model`` for each held-out size and seed (see module docstring)."""
     gen = as_generator(rng)
     lam = np.linspace(lam_min, lam_max, int(levels))
-    h_exact = np.asarray(model.entropy_rate(lam).value)
-    exact = entropic_schedule(lam, h_exact, coordinate=coordinate)
+    ent = schedule_from_model(model, lam, coordinate=coordinate)
+    h_exact, exact = ent.h, ent.schedule
     errs = np.empty((int(n_seeds), len(sizes)))
     w1s = np.empty_like(errs)
     for s_i in range(int(n_seeds)):
@@ -126,7 +126,7 @@ def loss_recovery(model, sizes=(100, 1000, 10000, 100000), *, lam_min: float = -
             prof = fit_mmse_profile(lam, loss, stderr=se, n_boot=0)
             h_hat = prof.entropy_rate(lam)
             errs[s_i, j] = np.trapezoid(np.abs(h_hat - h_exact), lam) / np.trapezoid(h_exact, lam)
-            w1s[s_i, j] = w1_lambda(entropic_schedule(lam, h_hat, coordinate=coordinate), exact)
+            w1s[s_i, j] = w1_lambda(schedule_from_rate(lam, h_hat, coordinate=coordinate).schedule, exact)
     k = np.sqrt(errs.shape[0])
     e_m, e_s = errs.mean(0), errs.std(0, ddof=1) / k if errs.shape[0] > 1 else np.zeros(len(sizes))
     w_m, w_s = w1s.mean(0), w1s.std(0, ddof=1) / k if w1s.shape[0] > 1 else np.zeros(len(sizes))

@@ -465,20 +465,14 @@ def cell_training(*, data: str, schedule: str, N: int, seed: int = 0, q: int = 2
     """Held-out ELBO gap of one random-feature denoiser trained on ``N`` samples (figure 6's cell)."""
     from noisealloc.theory.datasets import load_data, load_digits
     from noisealloc.theory.dirac import DiracMixture
-    from noisealloc.theory.entropic import entropic_schedule
-    from noisealloc.theory.data_scale import data_scale, shifted_heuristic
-    from noisealloc.verify.training import make_eval_set, training_curve
+    from noisealloc.verify.training import make_eval_set, training_curve, training_schedule
 
     if data == "digits-binarised":
         model = DiracMixture(np.where(load_digits()[0] > 0.0, 1.0, -1.0))
     else:
         model = load_data(data)
-    if schedule == "sqrt-entropic":
-        lam = np.linspace(lam_min, lam_max, int(h_levels))
-        opts = {"n_samples": int(h_samples), "rng": int(seed)} if model.choose_method() == "monte-carlo" else {}
-        sch = entropic_schedule(lam, np.maximum(model.entropy_rate(lam, **opts).value, 1e-300))
-    else:
-        sch = shifted_heuristic(schedule, data_scale(model), lam_min, lam_max)
+    sch = training_schedule(model, schedule, lam_min, lam_max, h_levels=int(h_levels), h_samples=int(h_samples),
+                            rng=int(seed))
     ev = make_eval_set(model, lam_min, lam_max, levels=int(eval_levels), n=int(eval_n),
                        rng=np.random.default_rng([int(seed), 66]))
     c = training_curve(model, sch, [int(N)], [int(seed)], ev, q=int(q), ridge=float(ridge))

@@ -45,7 +45,12 @@ __all__ = [
     "elbo_gap",
     "training_curve",
     "samples_to_target",
+    "training_schedule",
 ]
+
+#: Entropic schedules of the training comparison and their rule (:data:`noisealloc.theory.entropic.RULES`).
+ENTROPIC_SCHEDULES = {"sqrt-entropic": "sqrt-entropy", "entropic": "entropy"}
+
 
 @dataclass(frozen=True)
 class FeatureMap:
@@ -226,3 +231,51 @@ def samples_to_target(N_values, mean_gaps, target: float) -> float:
     ly0, ly1 = np.log(g[i - 1]), np.log(g[i])
     t = (np.log(target) - ly0) / (ly1 - ly0)
     return float(np.exp(lx0 + t * (lx1 - lx0)))
+
+
+def training_schedule(model, name: str, lam_min: float, lam_max: float, *, h_levels: int = 65,
+                      h_samples: int | None = None, rng=None):
+    r"""One schedule of the training comparison (THEORY.md §6.6) for ``model`` on ``[lam_min, lam_max]``.
+
+    * ``"sqrt-entropic"`` / ``"entropic"``: :math:`p \propto \sqrt{h}` / :math:`p \propto h` in
+      :math:`\lambda` from the model's own entropy rate on ``h_levels`` uniform levels
+      (:func:`noisealloc.theory.entropic.schedule_from_model`; no data-scale choice);
+    * any built-in heuristic (``"edm_lognormal"``, ``"cosine"``, ...): moved to the model's data scale
+      :math:`s`, :math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`
+      (:func:`noisealloc.theory.data_scale.shifted_heuristic`).
+
+    Parameters
+    ----------
+    model
+        A Dirac mixture (the training simulation needs its exact denoiser).
+    name : str
+        ``"sqrt-entropic"``, ``"entropic"`` or a built-in schedule name.
+    lam_min, lam_max : float
+        Training interval in log-SNR.
+    h_levels : int
+        Levels of the entropy-rate profile (entropic schedules only), >= 2.
+    h_samples : int, optional
+        Monte-Carlo samples per level where the model estimates ``h`` by Monte Carlo.
+    rng : numpy.random.Generator, int or None
+        Monte-Carlo randomness of ``h`` (keyword-only).
+
+    Returns
+    -------
+    TabulatedSchedule
+        In :math:`\lambda` on ``[lam_min, lam_max]``; the entropic ones are named ``name``.
+
+    References
+    ----------
+    THEORY.md §4 (b) (square-root law), §5 (schedules to compare, data scale), §6.6.
+    """
+    from noisealloc.theory.data_scale import shifted_heuristic
+    from noisealloc.theory.entropic import schedule_from_model
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    if name in ENTROPIC_SCHEDULES:
+        if isinstance(h_levels, bool) or not isinstance(h_levels, (int, np.integer)) or h_levels < 2:
+            raise ValueError(f"h_levels must be an integer >= 2; got {h_levels!r}")
+        lam = np.linspace(lo, hi, int(h_levels))
+        return schedule_from_model(model, lam, rule=ENTROPIC_SCHEDULES[name], n_samples=h_samples, rng=rng,
+                                   name=name).schedule
+    return shifted_heuristic(name, data_scale(model), lo, hi)

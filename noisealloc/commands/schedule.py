@@ -42,24 +42,23 @@ def add_arguments(parser) -> None:
 
 def _profile_from_data(args):
     from noisealloc.theory.datasets import load_data
+    from noisealloc.theory.entropic import schedule_from_model
+    from noisealloc.theory.errors import check_interval
 
     lo = -12.0 if args.lam_min is None else args.lam_min
     hi = 12.0 if args.lam_max is None else args.lam_max
-    from noisealloc.theory.errors import check_interval
-
     lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
     if args.levels < 3:
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
     model = load_data(args.from_data)
-    lam = np.linspace(lo, hi, args.levels)
-    from noisealloc.theory.information import model_entropy_rate
-
-    est = model_entropy_rate(model, lam, n_samples=args.samples, rng=args.seed)
-    return {"lam": lam, "h": np.asarray(est.value), "h_stderr": np.asarray(est.stderr), "method": est.method,
-            "source": {"data": args.from_data}}
+    res = schedule_from_model(model, np.linspace(lo, hi, args.levels), rule=args.rule, coordinate=args.coordinate,
+                              floor=args.floor, n_samples=args.samples, rng=args.seed)
+    return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": res.method,
+            "source": {"data": args.from_data}, "schedule": res.schedule}
 
 
 def _profile_from_losses(args):
+    from noisealloc.theory.entropic import schedule_from_rate
     from noisealloc.theory.loss_profiles import fit_mmse_profile, read_loss_csv
 
     table = read_loss_csv(args.from_losses)
@@ -72,9 +71,11 @@ def _profile_from_losses(args):
     prof = fit_mmse_profile(table.lam, table.loss, table.stderr, rng=args.seed)
     lam = np.linspace(lo, hi, args.levels)
     band = prof.band(lam, (0.025, 0.975))
-    return {"lam": lam, "h": prof.entropy_rate(lam), "band": band, "method": "monotone I-spline fit of log loss",
-            "measured": table, "profile": prof,
-            "source": {"losses": args.from_losses, **table.source, "fit": prof.info}}
+    method = "monotone I-spline fit of log loss"
+    res = schedule_from_rate(lam, prof.entropy_rate(lam), rule=args.rule, coordinate=args.coordinate,
+                             floor=args.floor, method=method)
+    return {"lam": lam, "h": res.h, "band": band, "method": method, "measured": table, "profile": prof,
+            "source": {"losses": args.from_losses, **table.source, "fit": prof.info}, "schedule": res.schedule}
 
 
 def compare_rows(profile, schedules, coordinate: str):
@@ -166,12 +167,10 @@ def _plot(path, profile, schedule, args):
 
 def run(args) -> int:
     from noisealloc import __version__
-    from noisealloc.theory.entropic import entropic_schedule
     from noisealloc.theory.schedule_io import save_json
 
     profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
-    schedule = entropic_schedule(profile["lam"], profile["h"], rule=args.rule, coordinate=args.coordinate,
-                                 floor=args.floor)
+    schedule = profile["schedule"]
     lam_mean = float(np.trapezoid(profile["lam"] * schedule.to("lambda").pdf(profile["lam"]), profile["lam"]))
     print(f"{args.rule} schedule in {args.coordinate}: lam in [{profile['lam'][0]:g}, {profile['lam'][-1]:g}], "
           f"{len(profile['lam'])} levels, profile method: {profile['method']}, mean lam {lam_mean:.3f}")
