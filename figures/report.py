@@ -243,8 +243,31 @@ def _checks_section(out: Path) -> list[str]:
     return lines
 
 
-def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed: dict | None = None) -> Path:
-    """Write ``REPORT.md`` into ``out_dir`` from the numbers files there; return its path."""
+def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed: dict | None = None,
+                 provenance: dict | None = None, fresh=()) -> Path:
+    """Write ``REPORT.md`` into ``out_dir`` from the numbers files there; return its path.
+
+    Parameters
+    ----------
+    out_dir : path-like
+        Folder holding the figures' numbers files.
+    timings : dict, optional
+        Seconds per figure (and ``'total'``).
+    mode : str
+        Sizes and data of the run, shown at the top.
+    failed : dict, optional
+        Figure -> error message of figures that failed in this run.
+    provenance : dict, optional
+        Figure -> provenance record (:mod:`noisealloc.figures.provenance`) of the numbers read, shown
+        as a table (mode, seed, version, code and request hashes).
+    fresh : iterable of str
+        Figures computed by this run (the others' numbers were reused from an earlier run).
+
+    Returns
+    -------
+    pathlib.Path
+        The report's path.
+    """
     out = Path(out_dir)
     claims = evaluate_claims(out)
     lines = ["# noisealloc: reproduction report", ""]
@@ -268,6 +291,19 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
         lines += [f"Figure 6 data scale: {f6['data_scale']}.  Interval: lambda in {f6['interval']}; "
                   f"{len(f6['seeds'])} seeds.", ""]
     lines += _checks_section(out)
+    if provenance:
+        lines += ["## Provenance of the numbers", "",
+                  "| figure | mode | seed | MNIST | version | code hash | request hash | numbers SHA-256 | this run |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for name, prov in provenance.items():
+            if prov is None:
+                lines.append(f"| {name} | not measured | | | | | | | |")
+                continue
+            req = prov["request"]
+            lines.append(f"| {name} | {req['mode']} | {req['seed']} | {'yes' if req.get('mnist') else 'no'} | "
+                         f"{req['version']} | {req['code_hash'][:12]} | {prov['request_hash'][:12]} | "
+                         f"{prov['numbers_sha256'][:12]} | {'computed' if name in set(fresh) else 'reused'} |")
+        lines.append("")
     if timings:
         lines += ["## Run times", "", "| figure | seconds |", "|---|---|"]
         lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]

@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed of every figure (default 0)")
     parser.add_argument("--only", default=None, metavar="LIST",
                         help=f"comma-separated subset of {','.join(FIGURES)} (default: all)")
+    parser.add_argument("--force", action="store_true",
+                        help="recompute every figure (default: a figure whose numbers in DIR come from the same "
+                             "request, i.e. mode, seed, MNIST, version and source code, is reused)")
 
 
 def run(args) -> int:
@@ -38,6 +41,7 @@ def run(args) -> int:
     from tqdm.auto import tqdm
 
     from noisealloc.figures import _common as C
+    from noisealloc.figures import provenance as P
     from noisealloc.figures.report import write_report
 
     if args.seed < 0:
@@ -48,39 +52,63 @@ def run(args) -> int:
         bad = [n for n in names if n not in FIGURES]
         if bad:
             raise ValueError(f"--only: unknown figures {bad}; allowed: {', '.join(FIGURES)}")
+        if not names:
+            raise ValueError(f"--only {args.only!r} names no figure; allowed: {', '.join(FIGURES)}")
     mnist = C.resolve_mnist(args.mnist)
     if mnist is not None and not Path(mnist).is_dir():
         raise FileNotFoundError(f"MNIST directory not found: {mnist}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    code = P.code_hash()
+    probe = P.make_request(names[0], quick=args.quick, seed=args.seed, mnist=mnist, code=code)
+    mixed = P.mixed_runs(out, [n for n in FIGURES if n not in names], reference=probe)
+    if mixed:  # checked before computing anything: a partial run must fit the numbers already there
+        raise ValueError(f"REPORT.md in {out} would mix numbers of different runs: {'; '.join(mixed)}; rerun "
+                         f"with the same options, add those figures to --only, or use a fresh --out")
+    out.mkdir(exist_ok=True)
     timings = {}
     failed = {}
+    reused = []
     t0 = time.perf_counter()
     bar = tqdm(names, desc="reproduce", unit="figure")
     for name in bar:
         bar.set_postfix_str(name)
         t1 = time.perf_counter()
+        request = P.make_request(name, quick=args.quick, seed=args.seed, mnist=mnist, code=code)
+        if not getattr(args, "force", False) and P.is_current(out, request):
+            reused.append(name)
+            timings[name] = 0.0
+            tqdm.write(f"skip {name}: its numbers in {out} come from the same request (--force recomputes)")
+            continue
         try:
             mod = importlib.import_module(f"noisealloc.figures.{name}")
             res = mod.run(out, quick=args.quick, seed=args.seed, mnist=mnist,
                           progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"))
             timings[name] = float(res["seconds"])
+            P.write_provenance(out, request)
         except Exception as exc:  # one broken figure must not cost the others; the report marks it
             import traceback
 
             failed[name] = f"{type(exc).__name__}: {exc}"
             timings[name] = time.perf_counter() - t1
             C.write_text(out / f"{name}.error.txt", traceback.format_exc())
-            stale = out / f"{name}.json"
-            if stale.exists():  # never report numbers from an earlier run as this run's
-                stale.unlink()
+            for stale in (out / f"{name}.json", out / f"{name}.provenance.json"):
+                if stale.exists():  # never report numbers from an earlier run as this run's
+                    stale.unlink()
     timings["total"] = time.perf_counter() - t0
+    mixed = P.mixed_runs(out, FIGURES)
+    if mixed:
+        raise ValueError(f"REPORT.md in {out} would mix numbers of different runs: {'; '.join(mixed)}; rerun those "
+                         f"figures with the same options (--only NAME) or use a fresh --out")
     mode = ("--quick" if args.quick else "--full") + (", with MNIST" if mnist else ", without MNIST")
-    report = write_report(out, timings=timings, mode=mode, failed=failed)
+    report = write_report(out, timings=timings, mode=mode, failed=failed,
+                          provenance={n: P.read_provenance(out, n) for n in FIGURES},
+                          fresh=[n for n in names if n not in reused and n not in failed])
     C.write_config(out, "reproduce", {"quick": args.quick, "figures": list(names), "mnist": bool(mnist),
                                       "cpu_count": os.cpu_count(), "failed": failed}, seed=args.seed,
                    elapsed=timings["total"])
-    print(f"wrote {len(names) - len(failed)} figures and {report} in {timings['total']:.0f} s")
+    computed = len(names) - len(failed) - len(reused)
+    extra = f" (reused {len(reused)}: {', '.join(reused)})" if reused else ""
+    print(f"wrote {computed} figures{extra} and {report} in {timings['total']:.0f} s")
     for name, why in failed.items():
         print(f"FAILED {name}: {why} (traceback in {out / (name + '.error.txt')})", file=sys.stderr)
     return 1 if failed else 0
