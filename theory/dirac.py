@@ -165,6 +165,10 @@ class DiracMixture:
     ----------
     atoms : ndarray (K, D);  weights : ndarray (K,);  log_weights : ndarray (K,)
     dim : int (D);  n_atoms : int (K);  discrete : bool (True)
+    monte_carlo : bool
+        Whether ``method="auto"`` is Monte Carlo (:class:`~noisealloc.theory.protocol.DataModel` flag).
+    total_variance : float
+        :math:`\sum_k \pi_k \|\mu_k - \bar\mu\|^2` (the MMSE at :math:`\lambda \to -\infty`).
     entropy : float
         :math:`H(\pi) = -\sum_k \pi_k \log \pi_k`, the limit of :math:`H(\lambda)` as
         :math:`\lambda \to -\infty` and the budget :math:`\int h\,d\lambda`.
@@ -219,6 +223,12 @@ class DiracMixture:
     def entropy(self) -> float:
         """Entropy of the mixture weights, :math:`H(\\pi)` (nats)."""
         return float(-np.sum(self.weights * self.log_weights))
+
+    @property
+    def total_variance(self) -> float:
+        r""":math:`\mathrm{Var}(P) = \sum_k \pi_k \|\mu_k - \bar\mu\|^2`, the limit of :math:`\mathrm{mmse}(\lambda)` as :math:`\lambda \to -\infty`."""
+        centred = self.atoms - self.weights @ self.atoms
+        return float(self.weights @ np.einsum("kd,kd->k", centred, centred))
 
     # ------------------------------------------------------------------ span
     @cached_property

@@ -307,6 +307,14 @@ class GaussianManifoldMixture:
         """:math:`H(\\pi)` of the component weights."""
         return float(-np.sum(self.weights * self.log_weights))
 
+    @property
+    def total_variance(self) -> float:
+        r""":math:`\mathrm{Var}(P) = \sum_j \pi_j (\|\mu_j - \bar\mu\|^2 + \sum_i s_{ji})`, the MMSE at :math:`\lambda \to -\infty`."""
+        means = np.stack([c.mean for c in self.components])
+        centred = means - self.weights @ means
+        within = np.array([float(np.sum(c.variances)) for c in self.components])
+        return float(self.weights @ (np.einsum("jd,jd->j", centred, centred) + within))
+
     def sample_x0(self, n: int, *, rng=None) -> np.ndarray:
         """Draw ``n`` points, shape (n, D).
 

@@ -102,6 +102,10 @@ class DiscreteDataModel(DataModel, Protocol):
     entropy : float
         :math:`H(\pi)` in nats, the budget :math:`\int h\,d\lambda` and the limit of
         :math:`H(\lambda)` as :math:`\lambda \to -\infty`.
+    total_variance : float
+        :math:`\mathrm{Var}(P) = E\|x_0 - E x_0\|^2`, the limit of :math:`\mathrm{mmse}(\lambda)` as
+        :math:`\lambda \to -\infty` (it bounds the budget left of an interval:
+        :math:`\int_{-\infty}^a h\,d\lambda \le \tfrac12 e^a\,\mathrm{Var}(P)`).
 
     Notes
     -----
@@ -113,6 +117,7 @@ class DiscreteDataModel(DataModel, Protocol):
     """
 
     entropy: float
+    total_variance: float
 
     def conditional_entropy(self, lam, **options) -> Estimate: ...
 
@@ -230,7 +235,7 @@ def check_data_model(model) -> None:
                 raise TypeError(f"{type(model).__name__}.{flag} must be a bool (a DataModel declares it); "
                                 f"got {getattr(model, flag)!r}")
         if model.discrete:
-            missing += [n for n in ("entropy", "conditional_entropy") if not hasattr(model, n)]
+            missing += [n for n in ("entropy", "total_variance", "conditional_entropy") if not hasattr(model, n)]
         else:
             missing += [n for n in ("mutual_information",) if not hasattr(model, n)]
         if model.monte_carlo:

@@ -45,8 +45,14 @@ PPF_ROUNDTRIP_EPS_FACTOR = 64.0
 # --- information quantities ----------------------------------------------------
 #: Quadrature values against 30-digit mpmath references (issue 3: 1e-9 relative).
 QUAD_RTOL = 1e-9
-#: Budget identity int h dlam = H(pi) with deterministic quadrature (issue 3).
+#: Budget identity int h dlam = H(pi) with deterministic quadrature (issue 3).  The one budget rule
+#: (noisealloc.theory.information.budget_check) also allows the integration error estimate and
+#: MC_NSIGMA standard errors of a Monte-Carlo budget on top of this.
 BUDGET_ATOL_QUAD = 1e-6
+#: The I-MMSE finite-difference check compares relative errors only where the entropy rate exceeds
+#: this (THEORY.md section 3.1: "test relative accuracy wherever h exceeds 1e-8"); below it the
+#: centred difference of H divides the quadrature rounding of H by a vanishing rate.
+I_MMSE_RATE_FLOOR = 1e-8
 #: Blocked empirical kernel (float64 GEMM) against a dense direct computation
 #: (issue 3 asks 1e-12): the GEMM expansion of squared distances and the
 #: polynomial exp each cost a few ulps, amplified by the logit size e^lam d^2/2
