@@ -76,6 +76,9 @@ def atomic_write(path, write) -> Path:
 
     A reader never sees a half-written file: either the old content or the new.
     If ``write`` raises, the temporary file is removed and the exception propagates.
+    The finished file gets mode 0666 less the umask (not ``mkstemp``'s 0600), and
+    temporaries of earlier writes of the same file whose process has died are
+    removed first.
 
     Parameters
     ----------
