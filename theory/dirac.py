@@ -224,7 +224,7 @@ class DiracMixture:
         """Entropy of the mixture weights, :math:`H(\\pi)` (nats)."""
         return float(-np.sum(self.weights * self.log_weights))
 
-    @property
+    @cached_property
     def total_variance(self) -> float:
         r""":math:`\mathrm{Var}(P) = \sum_k \pi_k \|\mu_k - \bar\mu\|^2`, the limit of :math:`\mathrm{mmse}(\lambda)` as :math:`\lambda \to -\infty`."""
         centred = self.atoms - self.weights @ self.atoms

@@ -31,11 +31,14 @@ arguments a given model takes.
 
 from __future__ import annotations
 
+import inspect
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from noisealloc.theory.estimates import Estimate, InformationEstimates
+
+_MISSING = object()
 
 __all__ = ["DataModel", "DiscreteDataModel", "ContinuousDataModel", "MonteCarloDataModel", "monte_carlo_options",
            "check_data_model"]
@@ -228,18 +231,23 @@ def check_data_model(model) -> None:
     """
     required = ["dim", "discrete", "monte_carlo", "sample_x0", "sample_x", "denoiser", "posterior_cov",
                 "information", "mmse", "entropy_rate"]
-    missing = [name for name in required if not hasattr(model, name)]
+
+    def has(name):
+        # Static lookup: a property (e.g. a Dirac mixture's total variance over 10,000 atoms) is not evaluated.
+        return inspect.getattr_static(model, name, _MISSING) is not _MISSING
+
+    missing = [name for name in required if not has(name)]
     if not missing:
         for flag in ("discrete", "monte_carlo"):
             if not isinstance(getattr(model, flag), (bool, np.bool_)):
                 raise TypeError(f"{type(model).__name__}.{flag} must be a bool (a DataModel declares it); "
                                 f"got {getattr(model, flag)!r}")
         if model.discrete:
-            missing += [n for n in ("entropy", "total_variance", "conditional_entropy") if not hasattr(model, n)]
+            missing += [n for n in ("entropy", "total_variance", "conditional_entropy") if not has(n)]
         else:
-            missing += [n for n in ("mutual_information",) if not hasattr(model, n)]
+            missing += [n for n in ("mutual_information",) if not has(n)]
         if model.monte_carlo:
-            missing += [n for n in ("information_samples", "information_from_samples") if not hasattr(model, n)]
+            missing += [n for n in ("information_samples", "information_from_samples") if not has(n)]
     if missing:
         raise TypeError(f"{type(model).__name__} is not a data model (noisealloc.theory.protocol.DataModel): "
                         f"it lacks {', '.join(missing)}")
