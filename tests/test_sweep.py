@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from noisealloc.figures.sweep_summary import plot_summary
 from noisealloc.verify import sweep as S
 
 DEMO = {
@@ -118,7 +119,7 @@ def test_interrupted_sweep_resumes_on_local_cluster(tmp_path):
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        second = S.run_sweep(spec, out_b, client=client)
+        second = S.run_sweep(spec, out_b, client=client, plot=plot_summary)
         ref = S.run_sweep(spec, tmp_path / "reference", client=client)
     assert second.complete and ref.complete
     assert second.n_cached == len(finished)
@@ -129,7 +130,36 @@ def test_interrupted_sweep_resumes_on_local_cluster(tmp_path):
     assert set(counts) == set(second.keys)
     assert all(S.run_counts(tmp_path / "reference")[k] == 1 for k in ref.keys)
     assert (out_b / "summary.csv").read_bytes() == (tmp_path / "reference" / "summary.csv").read_bytes()
-    assert (out_b / "summary.png").stat().st_size > 0
+    assert (out_b / "summary.png").stat().st_size > 0 and second.summary_png == out_b / "summary.png"
+    assert ref.summary_png is None and not (tmp_path / "reference" / "summary.png").exists()  # no plot function
+
+
+_ENGINE_RUN = """
+import sys
+import noisealloc.verify.sweep as S
+spec = S.parse_sweep({"sweep": {"name": "d", "kind": "demo"}, "grid": {"a": [1.0]}, "summary": {"x": "a", "y": "mean"}})
+records = [S.run_cell(spec.kind, {"a": 1.0}, sys.argv[1], "k" * 24)]
+S.write_summary_csv(spec, records, sys.argv[1] + "/summary.csv")
+"""
+
+
+def _matplotlib_loaded_after(code, out_dir) -> bool:
+    import subprocess
+    import sys
+
+    code += "print('matplotlib' in sys.modules)\n"
+    proc = subprocess.run([sys.executable, "-c", code, str(out_dir)], capture_output=True, text=True, check=True)
+    return proc.stdout.strip() == "True"
+
+
+def test_sweep_engine_does_not_import_matplotlib(tmp_path):
+    """verify/ computes and tabulates; the summary plot lives in figures/ (the CLI passes it in)."""
+    assert not _matplotlib_loaded_after(_ENGINE_RUN, tmp_path)
+    # the check can fire: drawing the plot with the figure helper does load matplotlib
+    plotting = _ENGINE_RUN + ("from noisealloc.figures.sweep_summary import plot_summary\n"
+                              "plot_summary(spec, records, sys.argv[1] + '/summary.png')\n")
+    assert _matplotlib_loaded_after(plotting, tmp_path)
+    assert (tmp_path / "summary.png").stat().st_size > 0
 
 
 def test_failing_cell_is_recorded_not_raised(tmp_path):

@@ -26,8 +26,10 @@ source of this module and of the cell function's module, so editing the code inv
 Results are written atomically by the worker that computed them, so an interrupted sweep (a killed
 client, a stopped cluster) keeps every finished cell and a rerun computes only the missing ones.  Each
 computation appends one line to ``OUT/runs/<key>.log`` (the cell-level run counter).  At the end
-``OUT/summary.csv`` (one row per cell in grid order: configuration then results) and
-``OUT/summary.png`` are written.
+``OUT/summary.csv`` is written (one row per cell in grid order: configuration then results), and
+``OUT/summary.png`` when the caller passes a plot function (``noisealloc sweep`` passes
+:func:`noisealloc.figures.sweep_summary.plot_summary`): this module computes and tabulates but never
+plots, so importing it does not load matplotlib.
 
 Cells run on a :class:`distributed.LocalCluster` (worker processes) by default, or on an existing
 cluster when a scheduler address is given, so the same sweep scales from one machine to many.
@@ -61,6 +63,8 @@ __all__ = [
     "run_cell",
     "run_sweep",
     "run_counts",
+    "summary_rows",
+    "write_summary_csv",
     "cell_coupling",
     "cell_training",
     "cell_demo",
@@ -77,7 +81,23 @@ CELL_KINDS = {
 # ----------------------------------------------------------------------------- specification
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed sweep file: ``kind`` (resolved ``module:function``), ``fixed`` options, ``grid`` axes, ``summary``."""
+    """A parsed sweep file.
+
+    Attributes
+    ----------
+    name : str
+        The sweep's name (``[sweep] name``).
+    kind : str
+        The cell function as ``"module:function"`` (a key of :data:`CELL_KINDS` resolved).
+    fixed : dict
+        Options shared by every cell (``[fixed]``).
+    grid : dict of str to list
+        The axes whose Cartesian product is the set of cells (``[grid]``, in file order).
+    summary : dict
+        The summary plot's options (``[summary]``: ``x``, ``y``, ``group``, labels).
+    n_cells : int
+        Number of cells (product of the axis lengths).
+    """
 
     name: str
     kind: str
@@ -97,7 +117,30 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
 
 
 def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
-    """Validate a sweep document (the TOML as a dict)."""
+    """Validate a sweep document (the TOML as a dict).
+
+    Parameters
+    ----------
+    doc : dict
+        Tables ``sweep`` (``name``, ``kind``), and optionally ``fixed``, ``grid``, ``summary``.
+    source : str
+        Where the document came from, for the error messages.
+
+    Returns
+    -------
+    SweepSpec
+
+    Raises
+    ------
+    ValueError
+        Naming the table or key that is missing, misspelt or of the wrong type.
+
+    Examples
+    --------
+    >>> spec = parse_sweep({"sweep": {"name": "demo", "kind": "demo"}, "grid": {"a": [1.0, 2.0], "seed": [0, 1, 2]}})
+    >>> spec.kind, spec.n_cells
+    ('noisealloc.verify.sweep:cell_demo', 6)
+    """
     if not isinstance(doc, dict) or "sweep" not in doc:
         raise ValueError(f"{source}: a sweep file needs a [sweep] table with 'name' and 'kind'")
     head = doc["sweep"]
@@ -133,7 +176,24 @@ def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
 
 
 def load_sweep(path) -> SweepSpec:
-    """Read and validate a sweep TOML file."""
+    """Read and validate a sweep TOML file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The TOML file (format in the module docstring).
+
+    Returns
+    -------
+    SweepSpec
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Not valid TOML, or not a valid sweep (see :func:`parse_sweep`).
+    """
     import tomllib
 
     path = Path(path)
@@ -148,7 +208,23 @@ def load_sweep(path) -> SweepSpec:
 
 
 def expand_grid(spec: SweepSpec) -> list[dict]:
-    """The cells: ``fixed | point`` for each point of the Cartesian product (first axis slowest)."""
+    """The cells: ``fixed | point`` for each point of the Cartesian product (first axis slowest).
+
+    Parameters
+    ----------
+    spec : SweepSpec
+
+    Returns
+    -------
+    list of dict
+        One configuration per cell, ``spec.n_cells`` of them, last grid axis varying fastest.
+
+    Examples
+    --------
+    >>> spec = parse_sweep({"sweep": {"name": "d", "kind": "demo"}, "fixed": {"b": 2.0}, "grid": {"a": [1, 2], "seed": [0, 1]}})
+    >>> expand_grid(spec)[:2]
+    [{'b': 2.0, 'a': 1, 'seed': 0}, {'b': 2.0, 'a': 1, 'seed': 1}]
+    """
     axes = list(spec.grid)
     cells = []
     for values in itertools.product(*(spec.grid[a] for a in axes)):
@@ -189,6 +265,16 @@ def code_version(target: str) -> str:
 
     Always this module and the cell function's module; for built-in kinds also the subpackages of
     :data:`CELL_DEPENDENCIES`.
+
+    Parameters
+    ----------
+    target : str
+        The cell function as ``"module:function"``.
+
+    Returns
+    -------
+    str
+        16 hexadecimal digits of a SHA-256 over the version, file names and file contents.
     """
     from noisealloc import __version__
 
@@ -208,7 +294,22 @@ def _canonical(obj) -> str:
 
 
 def cell_key(target: str, config: dict, version: str) -> str:
-    """Cache key of one cell: sha256 of the cell function, its configuration and the code version."""
+    """Cache key of one cell: sha256 of the cell function, its configuration and the code version.
+
+    Parameters
+    ----------
+    target : str
+        The cell function as ``"module:function"``.
+    config : dict
+        The cell's options (key order does not matter).
+    version : str
+        :func:`code_version` of ``target``.
+
+    Returns
+    -------
+    str
+        24 hexadecimal digits; the cell's result file is ``OUT/cells/<key>.json``.
+    """
     return hashlib.sha256(_canonical({"kind": target, "config": config, "code": version}).encode()).hexdigest()[:24]
 
 
@@ -216,7 +317,25 @@ def cell_key(target: str, config: dict, version: str) -> str:
 def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
     """Compute one cell unless its result file exists; write it atomically; return the record.
 
-    Runs on a Dask worker: everything it needs is in its arguments.
+    Runs on a Dask worker: everything it needs is in its arguments.  An exception raised by the
+    cell function is recorded as the result ``{"error": "Type: message"}`` (deterministic for one
+    code version), not raised.
+
+    Parameters
+    ----------
+    target : str
+        The cell function as ``"module:function"``.
+    config : dict
+        Keyword arguments of the cell function.
+    out_dir : str
+        The sweep's output directory.
+    key : str
+        :func:`cell_key` of the cell.
+
+    Returns
+    -------
+    dict
+        ``{"key", "config", "result", "seconds"}``, as written to ``OUT/cells/<key>.json``.
     """
     from noisealloc.verify._json import to_jsonable
 
@@ -245,7 +364,25 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
 
 @dataclass(frozen=True)
 class SweepResult:
-    """Outcome of :func:`run_sweep`: cell records in grid order (None where unfinished) and counts."""
+    """Outcome of :func:`run_sweep`.
+
+    Attributes
+    ----------
+    name : str
+        The sweep's name.
+    out_dir : pathlib.Path
+        Its output directory.
+    keys : list of str
+        Cache key of each cell, in grid order.
+    records : list of dict or None
+        Cell records in grid order (``None`` where a cell is unfinished).
+    n_cells, n_cached, n_computed : int
+        Cells in the grid, found in the cache, computed by this call.
+    complete : bool
+        Every cell has a record.
+    summary_csv, summary_png : pathlib.Path or None
+        The summary files written (``None`` when incomplete, or no plot function / nothing to plot).
+    """
 
     name: str
     out_dir: Path
@@ -260,7 +397,18 @@ class SweepResult:
 
 
 def run_counts(out_dir) -> dict:
-    """``key -> number of computations started`` from the run-counter files."""
+    """``key -> number of computations started`` from the run-counter files.
+
+    Parameters
+    ----------
+    out_dir : str or os.PathLike
+        A sweep's output directory.
+
+    Returns
+    -------
+    dict of str to int
+        One entry per cell ever started there (empty when nothing ran).
+    """
     runs = Path(out_dir) / "runs"
     if not runs.is_dir():
         return {}
@@ -278,11 +426,15 @@ def _client(scheduler, n_workers):
 
 
 def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_workers: int = 2,
-              stop_after: int | None = None, progress: bool = False, client=None) -> SweepResult:
+              stop_after: int | None = None, progress: bool = False, client=None, plot=None) -> SweepResult:
     """Run every missing cell of ``spec`` on Dask; write the summary when all cells are done.
 
     Parameters
     ----------
+    spec : SweepSpec
+        The sweep.
+    out_dir : str or os.PathLike
+        Output directory (created); cached cells found there are not recomputed.
     scheduler : str, optional
         Address of an existing scheduler (``tcp://host:8786``); default: a new LocalCluster.
     n_workers : int
@@ -292,6 +444,16 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
         been computed in this call: a controlled interruption, used by the tests.
     client : distributed.Client, optional
         Use this client (the caller owns it).
+    progress : bool
+        Show a progress bar (tqdm).
+    plot : callable, optional
+        ``plot(spec, records, path) -> Path | None`` drawing ``OUT/summary.png`` once every cell is
+        done (e.g. :func:`noisealloc.figures.sweep_summary.plot_summary`); ``None`` draws nothing.
+        An exception it raises is written to ``OUT/summary.plot-error.txt``, never lost with the table.
+
+    Returns
+    -------
+    SweepResult
     """
     out = Path(out_dir)
     (out / "cells").mkdir(parents=True, exist_ok=True)
@@ -353,10 +515,11 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
     csv_path = png_path = None
     if complete:
         csv_path = write_summary_csv(spec, records, out / "summary.csv")
-        try:
-            png_path = plot_summary(spec, records, out / "summary.png")
-        except Exception as exc:  # a plot must never lose the computed table
-            _atomic_bytes(out / "summary.plot-error.txt", f"{type(exc).__name__}: {exc}\n".encode())
+        if plot is not None:
+            try:
+                png_path = plot(spec, records, out / "summary.png")
+            except Exception as exc:  # a plot must never lose the computed table
+                _atomic_bytes(out / "summary.plot-error.txt", f"{type(exc).__name__}: {exc}\n".encode())
     return SweepResult(spec.name, out, keys, records, len(cells), n_cached, n_computed, complete, csv_path, png_path)
 
 
@@ -371,7 +534,19 @@ def _flat(prefix, obj, out):
 
 
 def summary_rows(spec: SweepSpec, records) -> list[dict]:
-    """One flat dict per cell: the grid and fixed options, then scalar results."""
+    """One flat dict per cell: the grid and fixed options, then scalar results.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+    records : list of dict
+        Cell records (:func:`run_cell`), in grid order.
+
+    Returns
+    -------
+    list of dict
+        Nested results flattened to ``a.b`` keys; non-scalar values (lists, arrays) left out.
+    """
     rows = []
     for rec in records:
         row = {k: rec["config"].get(k) for k in list(spec.grid) + list(spec.fixed)}
@@ -385,7 +560,21 @@ def summary_rows(spec: SweepSpec, records) -> list[dict]:
 
 
 def write_summary_csv(spec: SweepSpec, records, path) -> Path:
-    """The summary table (CSV, atomic; floats by ``repr``, so identical results give identical bytes)."""
+    """The summary table (CSV, atomic; floats by ``repr``, so identical results give identical bytes).
+
+    Parameters
+    ----------
+    spec : SweepSpec
+    records : list of dict
+        Cell records in grid order.
+    path : str or os.PathLike
+        The CSV file to write.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     rows = summary_rows(spec, records)
     cols = []
     for r in rows:
@@ -402,52 +591,37 @@ def write_summary_csv(spec: SweepSpec, records, path) -> Path:
     return path
 
 
-def plot_summary(spec: SweepSpec, records, path) -> Path | None:
-    """``summary.y`` against ``summary.x``, one line per value of ``summary.group`` (and of other axes)."""
-    s = spec.summary
-    if "x" not in s or "y" not in s:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = summary_rows(spec, records)
-    x_key, y_key = s["x"], s["y"]
-    others = [k for k in spec.grid if k != x_key and len(spec.grid[k]) > 1]
-    groups: dict = {}
-    for r in rows:
-        label = ", ".join(f"{k}={r[k]}" for k in others) or spec.name
-        groups.setdefault(label, []).append((r[x_key], r.get(y_key)))
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for label, pts in groups.items():
-        pts = [(x, y) for x, y in pts if isinstance(y, (int, float))]
-        if not pts:
-            continue
-        xs, ys = zip(*pts)
-        ax.plot(xs, ys, "o-", label=label)
-    if s.get("logx"):
-        ax.set_xscale("log", base=2)
-    if s.get("logy"):
-        ax.set_yscale("log")
-    ax.set_xlabel(s.get("xlabel", x_key))
-    ax.set_ylabel(s.get("ylabel", y_key))
-    ax.set_title(s.get("title", f"sweep {spec.name}: {y_key} against {x_key}"))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    path = Path(path)
-    _atomic_bytes(path, buf.getvalue())
-    return path
-
-
 # ----------------------------------------------------------------------------- cell functions
 def cell_coupling(*, data: str, J: int, criterion: str = "L", seed: int = 0, lam_min: float = -8.0,
                   lam_max: float = 8.0, levels: int = 97, family: str | None = None) -> dict:
-    """One row of the coupling sweep (:func:`noisealloc.verify.coupling.coupling_sweep` at a single ``J``)."""
+    """One row of the coupling sweep (:func:`noisealloc.verify.coupling.coupling_sweep` at a single ``J``).
+
+    Parameters
+    ----------
+    data : str
+        Data SPEC (:func:`noisealloc.theory.datasets.load_data`).
+    J : int
+        Number of B-spline basis functions in log-SNR (THEORY.md §4 (c)).
+    criterion : str
+        ``"L"`` or ``"sandwich"``.
+    seed : int
+        Randomness of the allocation problem.
+    lam_min, lam_max : float
+        Log-SNR interval.
+    levels : int
+        Levels of the grid.
+    family : str, optional
+        Denoiser family (default the model's natural one).
+
+    Returns
+    -------
+    dict
+        The sweep row (atoms, W1 distance to the entropic density, efficiency, ...), without timings.
+
+    References
+    ----------
+    THEORY.md §4 (c), §6.3.
+    """
     from noisealloc.theory.datasets import load_data
     from noisealloc.verify.coupling import coupling_sweep
 
@@ -462,7 +636,37 @@ def cell_coupling(*, data: str, J: int, criterion: str = "L", seed: int = 0, lam
 def cell_training(*, data: str, schedule: str, N: int, seed: int = 0, q: int = 256, ridge: float = 1e-3,
                   lam_min: float = -8.0, lam_max: float = 8.0, eval_levels: int = 33, eval_n: int = 96,
                   h_levels: int = 65, h_samples: int = 512) -> dict:
-    """Held-out ELBO gap of one random-feature denoiser trained on ``N`` samples (figure 6's cell)."""
+    """Held-out ELBO gap of one random-feature denoiser trained on ``N`` samples (figure 6's cell).
+
+    Parameters
+    ----------
+    data : str
+        Data SPEC, or ``"digits-binarised"`` (the 8x8 digits thresholded to +-1).
+    schedule : str
+        ``"sqrt-entropic"``, ``"entropic"`` or a built-in schedule name
+        (:func:`noisealloc.verify.training.training_schedule`).
+    N : int
+        Training samples.
+    seed : int
+        Seed of the first layer, the training draws, the held-out set and a Monte-Carlo ``h``.
+    q, ridge : int, float
+        Random features and ridge of the readout.
+    lam_min, lam_max : float
+        Training and evaluation interval in log-SNR.
+    eval_levels, eval_n : int
+        Held-out grid levels and pairs per level.
+    h_levels, h_samples : int
+        Levels of the entropy-rate profile and Monte-Carlo samples per level.
+
+    Returns
+    -------
+    dict
+        ``{"elbo_gap": float}`` in nats.
+
+    References
+    ----------
+    THEORY.md §6.6 (i).
+    """
     from noisealloc.theory.datasets import load_data, load_digits
     from noisealloc.theory.dirac import DiracMixture
     from noisealloc.verify.training import make_eval_set, training_curve, training_schedule
@@ -480,7 +684,27 @@ def cell_training(*, data: str, schedule: str, N: int, seed: int = 0, q: int = 2
 
 
 def cell_demo(*, a: float, b: float = 1.0, seed: int = 0, sleep: float = 0.0) -> dict:
-    """A cheap deterministic cell for tests and smoke runs: a seeded Monte-Carlo mean of ``a x + b``."""
+    """A cheap deterministic cell for tests and smoke runs: a seeded Monte-Carlo mean of ``a x + b``.
+
+    Parameters
+    ----------
+    a, b : float
+        Slope and offset.
+    seed : int
+        Seed of the 1000 standard normal draws ``x``.
+    sleep : float
+        Seconds to wait first (to test interruptions).
+
+    Returns
+    -------
+    dict
+        ``{"mean": mean(a x + b), "a_times_b": a b}``.
+
+    Examples
+    --------
+    >>> cell_demo(a=0.0, b=1.5)
+    {'mean': 1.5, 'a_times_b': 0.0}
+    """
     if sleep:
         time.sleep(float(sleep))
     x = np.random.default_rng(int(seed)).standard_normal(1000)

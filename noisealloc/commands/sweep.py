@@ -3,7 +3,8 @@
 The sweep file format is documented in :mod:`noisealloc.verify.sweep`; two examples ship in
 ``noisealloc/figures/sweeps/``.  Without ``--scheduler`` a LocalCluster of worker processes is
 started; with it the cells run on that existing cluster.  Rerunning a sweep computes only the cells
-whose cached result is missing (e.g. after an interruption) or whose code changed.
+whose cached result is missing (e.g. after an interruption) or whose code changed.  The summary plot
+is drawn here, by :func:`noisealloc.figures.sweep_summary.plot_summary` (the engine never plots).
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
+    from noisealloc.figures.sweep_summary import plot_summary
     from noisealloc.verify.sweep import load_sweep, run_sweep
 
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
     spec = load_sweep(args.file)
     out = Path(args.out) if args.out else Path(f"sweep-{spec.name}")
-    res = run_sweep(spec, out, scheduler=args.scheduler, n_workers=args.workers, progress=not args.no_progress)
+    res = run_sweep(spec, out, scheduler=args.scheduler, n_workers=args.workers, progress=not args.no_progress,
+                    plot=plot_summary)
     print(f"sweep {spec.name}: {res.n_cells} cells, {res.n_cached} cached, {res.n_computed} computed")
     if res.summary_csv:
         print(f"summary table: {res.summary_csv}")
