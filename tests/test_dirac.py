@@ -11,7 +11,7 @@ from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, FD_RTOL, QUAD_RTOL
 from noisealloc.theory.information import budget_integral, i_mmse_check
 
 import mpmath_refs as R
-from strategies import dirac_mixtures, lams
+from strategies import dirac_mixtures, examples, lams
 
 LAMS = [-8.0, -2.0, 0.0, 2.0, 8.0]
 ATOMS_1D, W_1D = [-1.0, -0.2, 0.05, 0.9], [0.1, 0.4, 0.3, 0.2]
@@ -70,7 +70,7 @@ def test_i_mmse_1d(model, lam):
     assert abs(chk.fd[0] - chk.rate[0]) <= FD_RTOL * chk.rate[0] + 1e-8, chk
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(dirac_mixtures(dim=1))
 def test_budget_1d(model):
     res = budget_integral(model, -40.0, 40.0, rtol=1e-10)
@@ -115,7 +115,7 @@ def test_denoiser_and_cov_against_direct_formula():
     np.testing.assert_allclose(m.posterior_cov(x, lam), np.einsum("nk,nki,nkj->nij", w, dev, dev), rtol=1e-10, atol=1e-15)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 2**16), K=st.integers(44, 80), D=st.integers(16, 40), lam=st.floats(-10.0, 25.0),
        rank=st.sampled_from(["full", "low"]))
 def test_blocked_denoiser_matches_reference_atom_kernel(seed, K, D, lam, rank):

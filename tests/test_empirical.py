@@ -29,6 +29,8 @@ from noisealloc.theory.empirical import (
 from noisealloc.theory.information import entropy_rate_from_mmse
 from noisealloc.theory.tolerances import EMPIRICAL_DENSE_RTOL, EMPIRICAL_FLOAT32_RTOL, EPS, MC_NSIGMA
 
+from strategies import examples
+
 # --- references ---------------------------------------------------------------------------------
 
 
@@ -212,7 +214,7 @@ def longdouble_posterior(mu, w, x, lam):
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps >= EPS / 16, reason="long double is not extended precision here")
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(0, 2**16), D=st.sampled_from([64, 256, 784]), lam=st.floats(-10.0, 30.0),
        offset=st.floats(0.0, 50.0))
 def test_posterior_weights_blocked_accuracy_contract(seed, D, lam, offset):

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from solver_strategies import psd_curves, quadratic_problems
+from strategies import examples
 from theorem_strategies import (
     coordinates,
     cost_profiles,
@@ -31,9 +32,9 @@ from noisealloc.verify.rmt import finite_n_allocation, sqrt_law_allocation
 
 # No shrinking phase: the first counterexample generated is returned (shrinking would re-run the
 # expensive condition many times; the instance is still found by the search, not chosen).
-FIND = settings(max_examples=60, database=None, deadline=None, suppress_health_check=list(HealthCheck),
+FIND = settings(max_examples=examples(60), database=None, deadline=None, suppress_health_check=list(HealthCheck),
                 phases=(Phase.generate,))
-FEW = settings(max_examples=8, deadline=None)
+FEW = settings(max_examples=examples(8), deadline=None)
 
 
 # ------------------------------------------------------------------------ I-MMSE and budget (section 2)
@@ -53,7 +54,7 @@ def _budget_gap(model):
     return abs(b.value - model.entropy)
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(dirac_1d())
 def test_budget_identity_on_random_dirac_mixtures(model):
     # atoms >= 0.8 apart: H(25) < 1e-300 and H(pi) - H(-25) ~ e^-25 Var, both far below the tolerance
@@ -63,14 +64,14 @@ def test_budget_identity_on_random_dirac_mixtures(model):
 def test_budget_identity_fails_without_distinct_atoms():
     # Dropped: distinct atoms.  Two atoms at one point are never resolved, H(lam) -> the entropy of
     # their split > 0, and int h < H(pi).
-    found = find(dirac_1d_duplicated(), lambda m: _budget_gap(m) > 1e-3, settings=settings(FIND, max_examples=10))
+    found = find(dirac_1d_duplicated(), lambda m: _budget_gap(m) > 1e-3, settings=settings(FIND, max_examples=examples(10)))
     assert _budget_gap(found) > 1e-3
 
 
 # ------------------------------------------------------------------------ Theorem 1 (atoms)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(psd_curves())
 def test_theorem1_certified_optimum_within_atom_bound(curve):
     from noisealloc.solvers import solve
@@ -123,7 +124,7 @@ def test_theorem1_bound_fails_without_shared_parameters():
 # ------------------------------------------------------------------------ Theorem 1' (population form)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(quadratic_problems())
 def test_theorem1p_reduction_keeps_theta_star(inst):
     from noisealloc.solvers.theorem1p import reduce_population
@@ -160,7 +161,7 @@ def test_theorem1p_fails_without_convexity():
 # ------------------------------------------------------------------------ Theorem 2 (square-root law)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(cost_profiles(), seeds)
 def test_theorem2_sqrt_law_is_the_minimum(a, seed):
     p_star, v_star = checks.closed_form_sqrt_allocation(a)
@@ -192,7 +193,7 @@ def test_theorem2_fails_with_finite_sample_costs():
 # ------------------------------------------------------------------------ feature-noise decoupling
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(gaussian_manifolds(), st.floats(-4.0, 4.0), seeds)
 def test_decoupling_c_equals_q_mmse_for_gaussian_data(model, lam, seed):
     ratio, se = checks.feature_cost_ratio(model, lam, checks.quadratic_features, n=40_000, rng=seed)
@@ -207,16 +208,17 @@ def test_decoupling_fails_when_residual_correlates_with_features():
         ratio, se = checks.feature_cost_ratio(model, lam, checks.quadratic_features, n=20_000, rng=seed)
         return se > 0 and abs(ratio - 1) > 6 * se
 
-    found = find(st.tuples(dirac_1d(), st.floats(-3.0, 2.0), seeds), departs, settings=settings(FIND, max_examples=20))
+    found = find(st.tuples(dirac_1d(), st.floats(-3.0, 2.0), seeds), departs, settings=settings(FIND, max_examples=examples(20)))
     assert departs(found)
 
 
 # ------------------------------------------------------------------------ sandwich vs simulated training
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(gaussian_manifolds(), seeds)
 def test_sandwich_matches_simulated_training_when_well_specified(model, seed):
+    from noisealloc.solvers import sandwich_value
     from noisealloc.solvers.problems import gaussian_linear_problem
 
     rng = np.random.default_rng(seed)
@@ -224,7 +226,7 @@ def test_sandwich_matches_simulated_training_when_well_specified(model, seed):
     p = rng.uniform(0.2, 1.0, size=lam.size)
     p /= p.sum()
     prob = gaussian_linear_problem(model, lam)
-    V = checks._sandwich_value(prob, p)
+    V = sandwich_value(prob.A, prob.G, prob.A_eval, p)
     N = 1000
     sims = checks.simulate_sandwich(prob, p, model, N=N, n_seeds=200, rng=rng)
     se = sims.std(ddof=1) / np.sqrt(sims.size)
@@ -271,14 +273,14 @@ def test_sandwich_fails_for_misspecified_family():
         return abs(mean - V) > MC_NSIGMA * se + checks.SANDWICH_FINITE_N_FACTOR * 2 / 1000 * V
 
     strat = st.tuples(st.floats(0.1, 4.0), st.lists(st.floats(0.1, 1.0), min_size=3, max_size=3), seeds)
-    found = find(strat, disagrees, settings=settings(FIND, max_examples=30))
+    found = find(strat, disagrees, settings=settings(FIND, max_examples=examples(30)))
     assert disagrees(found)
 
 
 # ------------------------------------------------------------------------ coordinate covariance
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(dirac_1d(), coordinates)
 def test_sqrt_law_is_coordinate_covariant(model, coord):
     r = checks.check_coordinate_covariance(model, (coord,), lam=np.linspace(-5.0, 5.0, 81))
@@ -293,7 +295,7 @@ def test_lambda_law_is_suboptimal_for_learners_in_another_coordinate():
         r = checks.check_coordinate_covariance(model, (coord,), lam=np.linspace(-5.0, 5.0, 81))
         return r.measured[coord]["factor_lambda_law_in_u"] > 1.01
 
-    found = find(st.tuples(dirac_1d(), coordinates), loses, settings=settings(FIND, max_examples=10))
+    found = find(st.tuples(dirac_1d(), coordinates), loses, settings=settings(FIND, max_examples=examples(10)))
     assert loses(found)
 
 

@@ -160,6 +160,11 @@ def load_digits(*, scale: str = "symmetric") -> tuple[np.ndarray, np.ndarray]:
     Pixels take the integer values ``0..16``; ``scale="symmetric"`` maps them to
     ``2 p / 16 - 1`` in ``[-1, 1]``.
 
+    Parameters
+    ----------
+    scale : {'symmetric', 'unit', 'raw'}
+        Pixel scaling (module docstring).
+
     Returns
     -------
     images : ndarray, shape (1797, 64), float64
@@ -178,7 +183,19 @@ def load_digits(*, scale: str = "symmetric") -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class DataSpec:
-    """A parsed data SPEC: ``kind`` and its options (strings) or ``path``."""
+    """A parsed data SPEC (:func:`parse_spec`).
+
+    Attributes
+    ----------
+    kind : str
+        ``'dirac'``, ``'gaussian'``, ``'circle'``, ``'digits'``, ``'mnist'`` or ``'npz'``.
+    options : dict
+        The family's options with their defaults filled in and converted (``K`` int, ``sep`` float, ...).
+    path : str or None
+        The path of ``mnist:PATH`` / ``npz:PATH``.
+    text : str
+        The SPEC as given (stripped).
+    """
 
     kind: str
     options: dict
@@ -203,7 +220,27 @@ def _spec_error(spec, why: str) -> ValueError:
 
 
 def parse_spec(spec: str) -> DataSpec:
-    """Parse a data SPEC string (see the module docstring) without loading anything."""
+    """Parse a data SPEC string (see the module docstring) without loading anything.
+
+    Parameters
+    ----------
+    spec : str
+        E.g. ``"dirac:K=5,D=1,sep=2,seed=0"``, ``"digits"``, ``"npz:atoms.npz"``.
+
+    Returns
+    -------
+    DataSpec
+
+    Raises
+    ------
+    ValueError
+        For an unknown kind or a malformed option; the message lists the allowed forms.
+
+    Examples
+    --------
+    >>> parse_spec("dirac:K=3,sep=1.5").options["K"], parse_spec("dirac:K=3,sep=1.5").options["sep"]
+    (3, 1.5)
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise _spec_error(spec, "must be a non-empty string")
     text = spec.strip()
@@ -233,10 +270,21 @@ def parse_spec(spec: str) -> DataSpec:
 def dirac_atoms(K: int, D: int, sep: float, seed: int = 0, layout: str = "random", weights: str = "uniform"):
     """Atoms and weights of the synthetic ``dirac`` family.
 
-    ``layout="random"``: ``mu_k = sep * z_k`` with ``z_k ~ N(0, I_D)`` drawn from
-    ``seed``; ``layout="line"``: ``mu_k = sep * (k - (K-1)/2) e_1`` (equally spaced,
-    neighbours ``sep`` apart).  ``weights="uniform"`` gives ``1/K``;
-    ``"dirichlet"`` draws ``pi ~ Dirichlet(1, ..., 1)`` from the same seed.
+    Parameters
+    ----------
+    K : int
+        Number of atoms, ``>= 1``.
+    D : int
+        Dimension, ``>= 1``.
+    sep : float
+        Scale of the atoms' spread (> 0).
+    seed : int
+        Seed of the random layout and weights.
+    layout : {'random', 'line'}
+        ``"random"``: ``mu_k = sep * z_k`` with ``z_k ~ N(0, I_D)`` drawn from ``seed``;
+        ``"line"``: ``mu_k = sep * (k - (K-1)/2) e_1`` (equally spaced, neighbours ``sep`` apart).
+    weights : {'uniform', 'dirichlet'}
+        ``"uniform"`` gives ``1/K``; ``"dirichlet"`` draws ``pi ~ Dirichlet(1, ..., 1)`` from the same seed.
 
     Returns
     -------
@@ -266,6 +314,23 @@ def gaussian_parameters(D: int, k: int, var: float = 1.0, seed: int = 0):
 
     ``mean = 0``, ``basis`` = the Q factor of a ``D x k`` standard normal matrix
     drawn from ``seed`` (orthonormal columns), ``variances = var`` for every axis.
+
+    Parameters
+    ----------
+    D : int
+        Ambient dimension, ``>= 1``.
+    k : int
+        Intrinsic dimension, ``0 <= k <= D``.
+    var : float
+        Variance along every axis of the subspace (> 0).
+    seed : int
+        Seed of the basis.
+
+    Returns
+    -------
+    mean : ndarray, shape (D,)
+    basis : ndarray, shape (D, k)
+    variances : ndarray, shape (k,)
     """
     if not 1 <= int(D):
         raise ValueError(f"D must be an integer >= 1; got {D}")
@@ -308,11 +373,16 @@ def _model_class(spec: str, module: str, name: str):
 def load_data(spec: str):
     """Build the data model named by a SPEC string (table in the module docstring).
 
+    Parameters
+    ----------
+    spec : str
+        The data SPEC.
+
     Returns
     -------
-    model
-        A ``DiracMixture``, ``GaussianManifold`` or ``Circle`` (contract of
-        ``helper_briefs/models_contract.md``).
+    DataModel
+        A ``DiracMixture``, ``GaussianManifold`` or ``Circle``, each satisfying
+        :class:`noisealloc.theory.protocol.DataModel`.
 
     Raises
     ------

@@ -89,7 +89,16 @@ _EPS32 = float(np.finfo(np.float32).eps)
 
 
 def validate_atoms(atoms) -> np.ndarray:
-    """Atoms as a finite ``(K, D)`` float64 array, ``K >= 1``, ``D >= 1``; ``ValueError`` naming ``atoms`` otherwise."""
+    """Atoms as a finite ``(K, D)`` float64 array, ``K >= 1``, ``D >= 1``; ``ValueError`` naming ``atoms`` otherwise.
+
+    Parameters
+    ----------
+    atoms : array_like, shape (K, D)
+
+    Returns
+    -------
+    ndarray, shape (K, D), float64
+    """
     arr = as_float_array(atoms, "atoms")
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(f"atoms must be a (K, D) array with K >= 1 and D >= 1; got shape {arr.shape}")
@@ -101,6 +110,17 @@ def validate_weights(weights, n_atoms: int) -> np.ndarray:
 
     Entries must be finite and ``>= 0`` with a sum within ``1e-9`` of 1 (renormalised
     to remove that rounding); zero entries are allowed.
+
+    Parameters
+    ----------
+    weights : array_like, shape (K,), or None
+        Probabilities.
+    n_atoms : int
+        ``K``.
+
+    Returns
+    -------
+    ndarray, shape (K,), float64
     """
     if weights is None:
         return np.full(n_atoms, 1.0 / n_atoms)
@@ -140,6 +160,23 @@ def default_block_size(n_rows: int, n_atoms: int) -> int:
 
     The atoms are split into blocks of (nearly) equal size: no short tail block, whose GEMM
     would run at a fraction of the speed of the others.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows of the distance block (points or samples).
+    n_atoms : int
+        Number of atoms ``K``.
+
+    Returns
+    -------
+    int
+        Atoms per block, in ``[1, K]``.
+
+    Examples
+    --------
+    >>> default_block_size(1024, 10_000)
+    2000
     """
     cap = int(max(1, min(n_atoms, max(64, _BLOCK_ELEMENTS // max(n_rows, 1)))))
     n_blocks = -(-n_atoms // cap)
@@ -327,6 +364,23 @@ def draw_common_random_numbers(weights, n_samples: int, dim: int, *, rng=None, s
     ``n // 2`` strata of width ``n_s / n`` (``n_s`` = 2 or 3 samples each) and
     each sample is drawn uniformly inside its stratum, so every sample keeps
     weight ``1/n`` and the estimator stays the plain mean.
+
+    Parameters
+    ----------
+    weights : array_like, shape (K,)
+        Probabilities :math:`\pi`.
+    n_samples : int
+        ``n >= 2``.
+    dim : int
+        Dimension ``D`` of the noises.
+    rng : Generator, int or None
+        Randomness; an integer seed (drawn from the OS when ``None``) is recorded.
+    stratify : bool
+        Stratify the atom index (default) or draw it i.i.d.
+
+    Returns
+    -------
+    CommonRandomNumbers
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
         raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two samples); got {n_samples!r}")
@@ -396,7 +450,32 @@ class InformationSamples:
 
 
 def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over the last axis and its stratified standard error (see :meth:`InformationSamples.mean_stderr`)."""
+    r"""Mean over the last axis and its standard error under a stratified design.
+
+    .. math::
+
+        \widehat{\operatorname{Var}} = \frac{1}{n^2} \sum_s n_s\, s_s^2,
+
+    with ``s_s^2`` the unbiased within-stratum sample variance (``n_s`` samples).
+
+    Parameters
+    ----------
+    values : array_like, shape (..., n)
+        Per-sample values (samples on the last axis, grouped by stratum).
+    stratum : array_like, shape (n,)
+        Non-decreasing stratum labels, at least 2 samples per stratum.
+
+    Returns
+    -------
+    mean, stderr : ndarray, shape (...)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m, se = stratified_mean_stderr(np.array([1.0, 3.0, 2.0, 6.0]), np.array([0, 0, 1, 1]))
+    >>> float(m), round(float(se), 12)
+    (3.0, 1.11803398875)
+    """
     v = np.asarray(values, dtype=np.float64)
     stratum = np.asarray(stratum)
     n = v.shape[-1]
@@ -428,8 +507,22 @@ def information_samples(
 ) -> InformationSamples:
     """Per-sample posterior entropy and trace-identity MMSE at every level (common random numbers).
 
-    Parameters are those of :func:`monte_carlo_information`; ``kernel`` is ``'auto'``
-    (numba when available), ``'numba'`` or ``'numpy'`` (the reference implementation).
+    Parameters
+    ----------
+    atoms, weights, lam, n_samples, rng, block_size, float32_distances, progress, stratify
+        As :func:`monte_carlo_information`.
+    kernel : {'auto', 'numba', 'numpy'}
+        ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` (the reference implementation).
+
+    Returns
+    -------
+    InformationSamples
+        ``entropy`` and ``mmse`` of shape ``(L, n)`` at the flattened levels, the draws, and
+        ``info`` (seed, block size, kernel, timings).
+
+    References
+    ----------
+    THEORY.md section 3.1 (Monte Carlo with common random numbers).
     """
     import time
 

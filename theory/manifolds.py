@@ -82,8 +82,25 @@ _LOGI0 = _log_i0_series()
 
 
 def log_ive0(kappa):
-    r""":math:`\log(e^{-\kappa} I_0(\kappa))` for all :math:`\kappa \ge 0` (``scipy.special.ive``
-    returns NaN beyond ~1e9; the asymptotic series is used from :math:`\kappa = 30`)."""
+    r""":math:`\log(e^{-\kappa} I_0(\kappa))` for all :math:`\kappa \ge 0`.
+
+    ``scipy.special.ive`` returns NaN beyond ~1e9; the asymptotic series is used from :math:`\kappa = 30`.
+
+    Parameters
+    ----------
+    kappa : array_like
+        :math:`\kappa \ge 0`.
+
+    Returns
+    -------
+    ndarray
+        Of the shape of ``kappa``.
+
+    Examples
+    --------
+    >>> round(float(log_ive0(0.0)), 12), bool(log_ive0(1e12) < 0)
+    (0.0, True)
+    """
     kappa = np.asarray(kappa, dtype=np.float64)
     out = np.empty_like(kappa)
     small = kappa < _ASYMP_KAPPA
@@ -96,7 +113,18 @@ def log_ive0(kappa):
 
 
 def bessel_ratio(kappa):
-    r""":math:`A(\kappa) = I_1(\kappa)/I_0(\kappa)` for all :math:`\kappa \ge 0`."""
+    r""":math:`A(\kappa) = I_1(\kappa)/I_0(\kappa)` for all :math:`\kappa \ge 0`.
+
+    Parameters
+    ----------
+    kappa : array_like
+        :math:`\kappa \ge 0`.
+
+    Returns
+    -------
+    ndarray
+        Of the shape of ``kappa``, in ``[0, 1)``.
+    """
     kappa = np.asarray(kappa, dtype=np.float64)
     return 1.0 - _one_minus_a(kappa)
 
@@ -113,7 +141,18 @@ def _one_minus_a(kappa):
 
 
 def one_minus_bessel_ratio_sq(kappa):
-    r""":math:`1 - (I_1(\kappa)/I_0(\kappa))^2` with full relative accuracy for all :math:`\kappa \ge 0`."""
+    r""":math:`1 - (I_1(\kappa)/I_0(\kappa))^2` with full relative accuracy for all :math:`\kappa \ge 0`.
+
+    Parameters
+    ----------
+    kappa : array_like
+        :math:`\kappa \ge 0`.
+
+    Returns
+    -------
+    ndarray
+        Of the shape of ``kappa`` (:math:`\sim 1/\kappa` for large :math:`\kappa`).
+    """
     kappa = np.asarray(kappa, dtype=np.float64)
     out = np.empty_like(kappa)
     small = kappa < _ASYMP_KAPPA
@@ -130,7 +169,18 @@ def one_minus_bessel_ratio_sq(kappa):
 
 
 def log_i0_minus_quadratic(kappa):
-    r""":math:`g(\kappa) = \log I_0(\kappa) - \kappa^2/4` (series for :math:`\kappa < 1`, else via ``ive``)."""
+    r""":math:`g(\kappa) = \log I_0(\kappa) - \kappa^2/4` (series for :math:`\kappa < 1`, else via ``ive``).
+
+    Parameters
+    ----------
+    kappa : array_like
+        :math:`\kappa \ge 0`.
+
+    Returns
+    -------
+    ndarray
+        Of the shape of ``kappa`` (:math:`\approx -\kappa^4/64` for small :math:`\kappa`).
+    """
     kappa = np.asarray(kappa, dtype=np.float64)
     out = np.empty_like(kappa)
     small = kappa < 1.0

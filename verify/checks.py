@@ -165,14 +165,35 @@ class _Timer:
 
 
 def default_dirac():
-    """The 1-D, four-atom Dirac mixture used by the quick checks (unequal weights and gaps)."""
+    """The 1-D, four-atom Dirac mixture used by the quick checks (unequal weights and gaps).
+
+    Returns
+    -------
+    DiracMixture
+        Atoms (-2, 0, 1.5, 4) with weights (0.1, 0.4, 0.3, 0.2).
+    """
     from noisealloc.theory.dirac import DiracMixture
 
     return DiracMixture(np.array([[-2.0], [0.0], [1.5], [4.0]]), np.array([0.1, 0.4, 0.3, 0.2]))
 
 
 def default_gaussian(D: int = 5, variances=(2.0, 0.3), rng=0):
-    """A Gaussian manifold in R^D with a random orthonormal basis (closed-form posteriors)."""
+    """A Gaussian manifold in R^D with a random orthonormal basis (closed-form posteriors).
+
+    Parameters
+    ----------
+    D : int
+        Ambient dimension.
+    variances : sequence of float
+        Variances along the basis directions (k = their number).
+    rng : Generator, int or None
+        Randomness of the basis.
+
+    Returns
+    -------
+    GaussianManifold
+        Mean ``(1, ..., 1)``, orthonormal basis from the QR of a Gaussian matrix.
+    """
     from noisealloc.theory.gaussian import GaussianManifold
 
     s = np.asarray(variances, dtype=np.float64)
@@ -299,6 +320,24 @@ def check_theorem1(problem=None, *, criteria=("L", "D"), data: str = "dirac K=4 
     :math:`A(\lambda)` increases to its clean-data limit in the PSD order
     (:math:`E[ww^\top] \preceq \mathrm{diag}(\pi)`), so every convex criterion puts all mass on the
     saturated top levels, a degenerate optimum whose solver support can hold many tied levels.
+
+    Parameters
+    ----------
+    problem : Problem, optional
+        An allocation problem with ``A``, ``A_eval``, ``lam`` and ``m`` (default: the instance above).
+    criteria : sequence of {'L', 'D'}
+        Convex criteria to solve and re-certify.
+    data : str
+        Description of the instance for the report.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``max_rel_gap``; ``measured`` holds each criterion's atoms, weights and gaps.
+
+    References
+    ----------
+    THEORY.md section 4 (a), Theorem 1 and its certificates.
     """
     from noisealloc.solvers import solve
     from noisealloc.solvers.problems import random_feature_problem
@@ -352,6 +391,24 @@ def check_theorem1p(n: int = 60, m: int = 4, *, rng=0) -> CheckReport:
     The reduced ``q`` from :func:`noisealloc.solvers.reduce_population` is checked here by recomputing
     :math:`\theta^*(q) = A_q^{-1} b_q` (first order is sufficient by convexity):
     holds when :math:`\|\theta^*(q) - \theta^*(p)\|_\infty \le` ``THETA_STAR_ATOL`` and ``q`` has at most m + 1 atoms.
+
+    Parameters
+    ----------
+    n : int
+        Number of levels.
+    m : int
+        Parameter dimension.
+    rng : Generator, int or None
+        Randomness of the instance.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``theta_error``.
+
+    References
+    ----------
+    THEORY.md section 4 (a), Theorem 1'.
     """
     from noisealloc.solvers.theorem1p import reduce_population
 
@@ -383,7 +440,30 @@ def check_theorem1p(n: int = 60, m: int = 4, *, rng=0) -> CheckReport:
 
 
 def closed_form_sqrt_allocation(a):
-    r"""Theorem 2 on a grid: :math:`\min_p \sum_i a_i/p_i = (\sum_i \sqrt{a_i})^2` at :math:`p_i \propto \sqrt{a_i}`."""
+    r"""Theorem 2 on a grid: :math:`\min_p \sum_i a_i/p_i = (\sum_i \sqrt{a_i})^2` at :math:`p_i \propto \sqrt{a_i}`.
+
+    Parameters
+    ----------
+    a : array_like, shape (n,)
+        Cell costs :math:`a_i \ge 0`.
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        :math:`p_i = \sqrt{a_i} / \sum_j \sqrt{a_j}`.
+    value : float
+        :math:`(\sum_i \sqrt{a_i})^2`.
+
+    References
+    ----------
+    THEORY.md section 4 (b), Theorem 2.
+
+    Examples
+    --------
+    >>> p, v = closed_form_sqrt_allocation([1.0, 4.0])
+    >>> [round(float(x), 12) for x in p], v
+    ([0.333333333333, 0.666666666667], 9.0)
+    """
     a = np.asarray(a, dtype=np.float64)
     r = np.sqrt(a)
     return r / r.sum(), float(r.sum() ** 2)
@@ -396,6 +476,20 @@ def numerical_min_allocation(a, *, p0=None):
     bounds :math:`p_i \ge 10^{-12}` (far below any optimum here, whose smallest weight is
     :math:`\sqrt{a_{\min}}/\sum\sqrt{a}`) and the analytic gradient :math:`-a_i/p_i^2`; started from the
     uniform allocation (or ``p0``).
+
+    Parameters
+    ----------
+    a : array_like, shape (n,)
+        Cell costs :math:`a_i > 0`.
+    p0 : array_like, optional
+        Starting allocation (default uniform).
+
+    Returns
+    -------
+    p : ndarray, shape (n,)
+        The minimiser found.
+    value : float
+        :math:`\sum_i a_i / p_i` there.
     """
     from scipy.optimize import minimize
 
@@ -421,6 +515,28 @@ def check_theorem2(model=None, *, lam=None, n_perturb: int = 200, rng=0, data: s
     closed-form minimum :math:`(\sum\sqrt{a_i})^2` equals a numerical minimisation over allocations to
     ``THEOREM2_NUMERIC_RTOL``, (2) the factor :math:`\sum a_i/p_i / (\sum \sqrt{a_i})^2 \ge 1` for ``n_perturb``
     random perturbations of the square-root allocation (log-normal, scales 1e-3 to 1), and equals 1 at it.
+
+    Parameters
+    ----------
+    model : DataModel, optional
+        Data model whose entropy rate gives the cell costs (default :func:`default_dirac`).
+    lam : array_like, optional
+        Level grid (default 53 levels on [-8, 5]).
+    n_perturb : int
+        Number of random perturbations of the square-root allocation.
+    rng : Generator, int or None
+        Randomness of the perturbations.
+    data : str
+        Description of the instance for the report.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``rel_error_min``.
+
+    References
+    ----------
+    THEORY.md section 4 (b), Theorem 2.
     """
     with _Timer() as t:
         model = default_dirac() if model is None else model
@@ -467,6 +583,21 @@ def feature_cost_ratio(model, lam: float, features, *, n: int = 200_000, n_batch
     with the Bayes residual :math:`r = x_0 - m(x,\lambda)`.  The MMSE in the denominator is the
     model's own (closed form or quadrature).  Standard error across ``n_batches`` independent batches.
 
+    Parameters
+    ----------
+    model : DataModel
+        Deterministic data model (``mmse``, ``sample_x``, ``denoiser``).
+    lam : float
+        Level.
+    features : callable
+        ``features(x) -> (n, q)`` array :math:`\psi(x)`.
+    n : int
+        Total samples (split into batches).
+    n_batches : int
+        Independent batches for the standard error.
+    rng : Generator, int or None
+        Randomness.
+
     Returns
     -------
     (ratio, stderr) : tuple of float
@@ -506,6 +637,28 @@ def check_decoupling(gaussian=None, dirac=None, *, lam=(-4.0, -2.0, 0.0, 2.0), n
     and must exceed ``MC_NSIGMA`` at some level (the conclusion fails without the assumption).
     Levels stop at :math:`\lambda = 2`: beyond it the Dirac residual is made of rare boundary
     crossings that a Monte-Carlo batch of this size rarely samples, so its standard error is not reliable.
+
+    Parameters
+    ----------
+    gaussian : GaussianManifold, optional
+        The decoupled model (default :func:`default_gaussian` with D = 2).
+    dirac : DiracMixture, optional
+        The coupled model (default :func:`default_dirac`).
+    lam : sequence of float
+        Levels.
+    n : int
+        Samples per level and model.
+    rng : Generator, int or None
+        Randomness.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``max_dev_decoupled_se``.
+
+    References
+    ----------
+    THEORY.md section 4 (b), feature--noise decoupling.
     """
     with _Timer() as t:
         gen = as_generator(rng)
@@ -552,6 +705,21 @@ def simulate_sandwich(problem, p, model, *, N: int = 2000, n_seeds: int = 300, r
     :math:`(\lambda_i \sim p, x_0, \varepsilon)`, fits the least-squares readout and evaluates the excess
     risk :math:`\tfrac12\mathrm{tr}(\Delta^\top A_\omega \Delta)` exactly (quadratic in :math:`\Delta = \hat\Theta - \Theta^*`).
 
+    Parameters
+    ----------
+    problem : Problem
+        A well-specified problem (``family`` 'linear' or 'posterior-weights') with ``lam`` and ``A_eval``.
+    p : array_like
+        Allocation on ``problem.lam``.
+    model : DataModel
+        The data model the problem was built from.
+    N : int
+        Training samples per seed.
+    n_seeds : int
+        Number of simulated training runs.
+    rng : Generator, int or None
+        Randomness.
+
     Returns
     -------
     ndarray, shape (n_seeds,)
@@ -586,13 +754,6 @@ def simulate_sandwich(problem, p, model, *, N: int = 2000, n_seeds: int = 300, r
     raise ValueError(f"problem.family must be 'linear' or 'posterior-weights' (well specified); got {problem.family!r}")
 
 
-def _sandwich_value(problem, p):
-    A_p = np.einsum("i,ijk->jk", p, problem.A)
-    G_p = np.einsum("i,ijk->jk", p, problem.G)
-    K = np.linalg.inv(A_p)
-    return float(0.5 * np.trace(problem.A_eval @ K @ G_p @ K))
-
-
 def check_sandwich_simulation(*, N: int = 2000, n_seeds: int = 300, rng=0, models=("linear", "posterior-weights")) -> CheckReport:
     r"""The sandwich :math:`V(p) = \tfrac12\mathrm{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` against simulated training.
 
@@ -600,7 +761,28 @@ def check_sandwich_simulation(*, N: int = 2000, n_seeds: int = 300, rng=0, model
     :math:`p_i \propto 1 + i`.  Holds when, for each model,
     :math:`|\overline{N\,\mathrm{excess}} - V| \le` ``MC_NSIGMA`` SE + ``SANDWICH_FINITE_N_FACTOR`` (m+1)/N V.
     The headline is the largest deviation in units of that bound.
+
+    Parameters
+    ----------
+    N : int
+        Training samples per simulated run.
+    n_seeds : int
+        Simulated runs per model.
+    rng : Generator, int or None
+        Randomness.
+    models : sequence of {'linear', 'posterior-weights'}
+        Families to check.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``max_dev_over_allowance``.
+
+    References
+    ----------
+    THEORY.md section 4 (sandwich V(p)).
     """
+    from noisealloc.solvers import sandwich_value
     from noisealloc.solvers.problems import gaussian_linear_problem, posterior_weight_problem
 
     with _Timer() as t:
@@ -617,7 +799,7 @@ def check_sandwich_simulation(*, N: int = 2000, n_seeds: int = 300, rng=0, model
             else:
                 model = default_dirac()
                 prob = posterior_weight_problem(model, lam)
-            V = _sandwich_value(prob, p)
+            V = sandwich_value(prob.A, prob.G, prob.A_eval, p)
             sims = simulate_sandwich(prob, p, model, N=N, n_seeds=n_seeds, rng=gen)
             mean, se = float(sims.mean()), float(sims.std(ddof=1) / np.sqrt(sims.size))
             allow = MC_NSIGMA * se + SANDWICH_FINITE_N_FACTOR * (prob.m + 1) / N * V
@@ -646,6 +828,26 @@ def check_coordinate_covariance(model=None, coordinates=("sigma", "log-sigma", "
     independent of the coordinate module's analytic derivative), to ``FD_RTOL``; (2) its
     independent-learner factor in ``u`` is 1 while the :math:`\lambda`-law moved to ``u`` loses a factor > 1
     (equal to 1 for an affine coordinate such as log-sigma, where the two laws coincide).
+
+    Parameters
+    ----------
+    model : DataModel, optional
+        Data model (default :func:`default_dirac`).
+    coordinates : sequence of str
+        Coordinates ``u`` of the learners.
+    lam : array_like, optional
+        Level grid (default 121 levels on [-6, 6]).
+    data : str
+        Description of the instance for the report.
+
+    Returns
+    -------
+    CheckReport
+        Headline ``max_rel_pdf_error``.
+
+    References
+    ----------
+    THEORY.md section 4 (b): the square-root law is not coordinate invariant.
     """
     from noisealloc.theory.coordinates import get_coordinate
     from noisealloc.theory.entropic import entropic_schedule, independent_learner_factor
