@@ -177,11 +177,18 @@ class DiracMixture:
     -----
     Observation convention: :math:`x = x_0 + e^{-\lambda/2}\varepsilon` (module docstring).
 
+    References
+    ----------
+    THEORY.md sections 2 and 3.1.
+
     Examples
     --------
     >>> m = DiracMixture([[-1.0], [1.0]])
     >>> float(m.conditional_entropy(-40.0).value)  # doctest: +ELLIPSIS
     0.693147...
+    >>> info = m.information([0.0, 4.0])             # one pass: mmse, H and h = 1/2 e^lam mmse
+    >>> info.mmse.method, m.monte_carlo, bool(info.entropy_rate.value[0] > info.entropy_rate.value[1])
+    ('quadrature', False, True)
     """
 
     discrete = True

@@ -733,6 +733,10 @@ def monte_carlo_information(
         ``lam``): :class:`~noisealloc.theory.estimates.Estimate` with ``method='monte-carlo'``,
         value and stderr of ``lam``'s shape.
 
+    References
+    ----------
+    THEORY.md section 3.1 (Monte Carlo with common random numbers, with a standard error).
+
     Examples
     --------
     >>> import numpy as np

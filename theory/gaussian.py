@@ -70,6 +70,10 @@ class GaussianManifold:
     monte_carlo : bool
         ``False``: every information quantity is a closed form (no ``n_samples``/``rng``).
 
+    References
+    ----------
+    THEORY.md sections 2 (Gaussian check) and 3.2.
+
     Examples
     --------
     >>> g = GaussianManifold([0.0, 0.0], [[1.0], [0.0]], [2.0])
@@ -269,6 +273,10 @@ class GaussianManifoldMixture:
     :math:`m = \sum_j w_j m_j`, :math:`C = \sum_j w_j (C_j + (m_j - m)(m_j - m)^\top)`.
     When the component is a function of :math:`x_0` (distinct components),
     :math:`I(x_0; x) = H(\pi) - E\,\mathcal H(w(x)) + \sum_j \pi_j I_j(\lambda)`.
+
+    References
+    ----------
+    THEORY.md section 3.3.
     """
 
     def __init__(self, components, weights=None):

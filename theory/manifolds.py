@@ -215,6 +215,10 @@ class Circle:
     monte_carlo : bool
         ``False``: the information quantities are deterministic quadrature (no ``n_samples``/``rng``).
 
+    References
+    ----------
+    THEORY.md section 3.4.
+
     Examples
     --------
     >>> c = Circle(1.0)
