@@ -1,0 +1,378 @@
+r"""Regime (iii) of THEORY.md §6.6: do neural denoisers trained by Adam reach a held-out loss sooner?
+
+One *cell* is (data set, schedule, seed): an EDM-preconditioned MLP (:mod:`noisealloc.verify.neural`)
+trained for a fixed number of Adam steps at a fixed batch size (equal compute for every schedule),
+with the held-out diffusion loss (:mod:`noisealloc.verify.heldout`) measured at fixed checkpoints on
+one frozen evaluation set per data set (the same test examples and noise for every schedule and
+seed).  :func:`cell_neural` is a sweep cell (``kind = "noisealloc.verify.neural_efficiency:cell_neural"``
+in :mod:`noisealloc.verify.sweep`), so cells are cached and resumable and run on Dask.
+
+Data sets (:func:`prepare_data`):
+
+* ``dirac:...`` (the data SPEC of :mod:`noisealloc.theory.datasets`): a Dirac mixture; training draws
+  and test examples are fresh draws of the law; its exact entropy rate builds the entropic schedules
+  and its exact denoiser gives the gap to Bayes.
+* ``digits`` / ``digits-binarised`` (pixels thresholded at 0 to :math:`\pm1`), ``mnist[:PATH]`` /
+  ``mnist-binarised[:PATH]``: a fixed random test split never trained on; the entropic schedules come
+  from the *empirical* entropy rate of the training split taken as a Dirac mixture.  Held-out images
+  are not training atoms, so that :math:`h` describes a model that memorises its training set, even
+  for binarised data (said in every output: ``h_source``).
+
+Schedules (:func:`make_levels`): ``"sqrt-entropic"`` and ``"entropic"`` (:math:`p \propto \sqrt h`,
+:math:`p \propto h` in :math:`\lambda`), the built-in heuristics shifted to the data scale
+(``"edm_lognormal"``, ``"cosine"``, ``"logit_normal_sd3"``, ``"uniform_lambda"``, ...; through
+:func:`noisealloc.verify.training.training_schedule`), and ``"online"`` (the
+:class:`~noisealloc.theory.online.EntropyRateEstimator` fed with the run's own losses).
+
+Comparison (:func:`steps_to_target`, :func:`steps_ratio`): the number of steps at which the mean
+held-out curve (over seeds) first reaches a common target, by log-log interpolation between
+checkpoints, and the ratio of two schedules' steps with a paired bootstrap interval over seeds (the
+seeds are paired: at one seed every schedule starts from the same network and sees the same examples
+and noise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from noisealloc.theory.errors import as_float_array, as_generator, check_count, check_finite, check_interval
+
+__all__ = [
+    "HEURISTICS",
+    "NeuralData",
+    "prepare_data",
+    "make_levels",
+    "cell_neural",
+    "steps_to_target",
+    "steps_ratio",
+    "dependency_version",
+]
+
+#: Heuristic schedules of the comparison (THEORY.md §5), shifted to the data scale.
+HEURISTICS = ("edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda")
+#: Test examples of the frozen evaluation set drawn from a data law (Dirac mixtures).
+LAW_TEST_EXAMPLES = 512
+#: Fraction of an image data set held out as its test split.
+TEST_FRACTION = 1 / 6
+#: Seed of every data split and evaluation set: one frozen set per data set, shared by all cells.
+DATA_SEED = 20260611
+
+
+@dataclass(frozen=True)
+class NeuralData:
+    r"""A data set prepared for regime (iii).
+
+    Attributes
+    ----------
+    name : str
+        The data name it was prepared from.
+    train : ndarray (N, D) or data model
+        Training split, or a law to draw fresh training examples from.
+    test : ndarray, shape (n, D)
+        Test examples (never trained on).
+    h_model : DiracMixture
+        Law whose entropy rate builds the entropic schedules (the law itself, or the training split
+        as an empirical mixture).
+    bayes : object or None
+        Exact Bayes denoiser of the data law (Dirac mixtures), else None.
+    sigma_data : float
+        Per-coordinate standard deviation of the training data (preconditioning and heuristic shift).
+    discrete : bool
+        Discrete data (a Dirac mixture or binarised images).
+    h_source : str
+        Which entropy rate the entropic schedules use (``"exact (law)"`` or ``"empirical (training split)"``).
+    """
+
+    name: str
+    train: object
+    test: np.ndarray
+    h_model: object
+    bayes: object
+    sigma_data: float
+    discrete: bool
+    h_source: str
+
+    @property
+    def dim(self) -> int:
+        """Data dimension D."""
+        return int(self.test.shape[1])
+
+
+def dependency_version() -> str:
+    """Hash of the sources a regime-(iii) cell depends on beyond its own module, for the ``code`` option.
+
+    The sweep engine's cache key covers the cell function's module and the engine; passing this as
+    the cell's ``code`` option makes an edit of the training stack, the metric, the schedules or the
+    data models invalidate cached cells too.
+
+    Returns
+    -------
+    str
+        16 hex digits.
+    """
+    import hashlib
+    from pathlib import Path
+
+    import noisealloc.theory as theory
+
+    here = Path(__file__).parent
+    files = [here / "neural.py", here / "heldout.py", here / "training.py", *sorted(Path(theory.__file__).parent.glob("*.py"))]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def prepare_data(name: str, *, mnist=None) -> NeuralData:
+    """Load and split a data set of regime (iii) (module docstring), deterministically.
+
+    Parameters
+    ----------
+    name : str
+        ``"dirac:..."``, ``"digits"``, ``"digits-binarised"``, ``"mnist[:PATH]"``, ``"mnist-binarised[:PATH]"``.
+    mnist : str or Path, optional
+        MNIST directory when the name carries no path.
+
+    Returns
+    -------
+    NeuralData
+    """
+    from noisealloc.theory.data_scale import data_scale
+    from noisealloc.theory.datasets import load_data, load_digits, load_mnist
+    from noisealloc.theory.dirac import DiracMixture
+    from noisealloc.verify.heldout import split_train_test
+
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a data name (dirac:..., digits, digits-binarised, mnist[:PATH], "
+                         f"mnist-binarised[:PATH]); got {name!r}")
+    if name.startswith("dirac"):
+        law = load_data(name)
+        test = law.sample_x0(LAW_TEST_EXAMPLES, rng=np.random.default_rng([DATA_SEED, 1]))
+        return NeuralData(name, law, test, law, law, data_scale(law), True, "exact (law)")
+    kind, _, path = name.partition(":")
+    if kind in ("digits", "digits-binarised"):
+        if path:
+            raise ValueError(f"name {name!r}: digits takes no path")
+        x = load_digits()[0]
+    elif kind in ("mnist", "mnist-binarised"):
+        x = load_mnist(path or mnist)[0]
+    else:
+        raise ValueError(f"name must be dirac:..., digits, digits-binarised, mnist[:PATH] or mnist-binarised[:PATH]; "
+                         f"got {name!r}")
+    binarised = kind.endswith("-binarised")
+    if binarised:
+        x = np.where(x > 0.0, 1.0, -1.0)
+    n_test = max(2, int(round(TEST_FRACTION * x.shape[0])))
+    train, test = split_train_test(x, n_test, rng=np.random.default_rng([DATA_SEED, 2]))
+    emp = DiracMixture(train)
+    return NeuralData(name, train, test, emp, None, data_scale(emp), binarised, "empirical (training split)")
+
+
+def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float, *, h_levels: int = 65,
+                h_samples: int = 256, online_bins: int = 32):
+    """The level source of a schedule name: a schedule object, or a fresh online estimator.
+
+    Parameters
+    ----------
+    data : NeuralData
+    schedule : str
+        ``"sqrt-entropic"``, ``"entropic"``, a heuristic of :data:`HEURISTICS` (or any built-in
+        schedule name), or ``"online"``.
+    lam_min, lam_max : float
+        Training interval in log-SNR.
+    h_levels, h_samples : int
+        Levels of the entropy-rate profile and Monte-Carlo samples per level (entropic schedules).
+    online_bins : int
+        Bins of the online estimator.
+
+    Returns
+    -------
+    schedule object or EntropyRateEstimator
+    """
+    from noisealloc.theory.online import EntropyRateEstimator
+    from noisealloc.verify.training import training_schedule
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    if schedule == "online":
+        return EntropyRateEstimator(lo, hi, n_bins=int(online_bins))
+    return training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels), h_samples=int(h_samples),
+                             rng=np.random.default_rng([DATA_SEED, 3]))
+
+
+def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, batch_size: int = 128,
+                learning_rate: float = 2e-3, width: int = 128, depth: int = 3, lam_min: float = -10.0,
+                lam_max: float = 10.0, checkpoints: int = 8, eval_levels: int = 33, eval_n: int = 256,
+                h_levels: int = 65, h_samples: int = 256, mnist: str | None = None, code: str | None = None) -> dict:
+    """One cell of regime (iii): train, and return the held-out curve at the checkpoints.
+
+    Parameters
+    ----------
+    data, schedule : str
+        See :func:`prepare_data` and :func:`make_levels`.
+    seed : int
+        Training seed (network, examples, levels, noise).
+    steps, batch_size : int
+        Adam steps and examples per step.
+    learning_rate : float
+    width, depth : int
+        MLP size.
+    lam_min, lam_max : float
+        Interval of training and of the metric.
+    checkpoints : int
+        Evaluations, log-spaced from ``steps / 2**(checkpoints-1)`` to ``steps`` (plus step 0).
+    eval_levels, eval_n : int
+        Grid levels and test examples of the frozen evaluation set (the first ``eval_n`` test rows).
+    h_levels, h_samples : int
+        Entropy-rate profile of the entropic schedules.
+    mnist : str, optional
+        MNIST directory.
+    code : str, optional
+        Version tag of the code the cell depends on (enters the sweep's cache key; unused here).
+
+    Returns
+    -------
+    dict
+        ``steps`` (checkpoint list), ``nats``, ``nats_se`` (over test examples), ``bits_per_dim``,
+        ``gap_nats``/``gap_se`` (Dirac mixtures), ``final_per_level_mse``, ``lam``, timings
+        (``compile_time``, ``step_time``, ``eval_time``), ``h_source``, ``sigma_data``, ``network``.
+    """
+    from noisealloc.verify.heldout import make_heldout_set
+    from noisealloc.verify.neural import MLPDenoiser, train_denoiser
+
+    d = prepare_data(data, mnist=mnist)
+    steps = check_count(steps, "steps")
+    k = check_count(checkpoints, "checkpoints")
+    if k < 1:
+        raise ValueError(f"checkpoints must be >= 1; got {checkpoints!r}")
+    ev_steps = sorted({0, *(int(round(steps / 2.0 ** j)) for j in range(k))})
+    test = d.test[: check_count(eval_n, "eval_n")]
+    hs = make_heldout_set(test, lam_min, lam_max, levels=int(eval_levels), rng=np.random.default_rng([DATA_SEED, 4]),
+                          bayes=d.bayes)
+    levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples)
+    net = MLPDenoiser(d.dim, d.sigma_data, width=int(width), depth=int(depth))
+    run = train_denoiser(net, d.train, levels, steps=steps, batch_size=int(batch_size),
+                         learning_rate=float(learning_rate), seed=int(seed), heldout=hs, eval_steps=ev_steps)
+    last = run.heldout[-1]
+    return {
+        "steps": [int(s) for s in run.eval_steps], "nats": run.nats.tolist(), "nats_se": run.nats_se.tolist(),
+        "bits_per_dim": [h.bits_per_dim for h in run.heldout],
+        "gap_nats": None if last.gap_nats is None else [h.gap_nats for h in run.heldout],
+        "gap_se": None if last.gap_se is None else [h.gap_se for h in run.heldout],
+        "lam": last.lam.tolist(), "final_per_level_mse": last.per_level_mse.tolist(),
+        "final_per_level_mse_se": last.per_level_mse_se.tolist(),
+        "compile_time": run.compile_time, "step_time": run.step_time, "eval_time": run.eval_time,
+        "h_source": d.h_source, "sigma_data": d.sigma_data, "network": run.network, "dim": d.dim,
+        "schedule_name": run.schedule, "online_refreshes": run.online_refreshes,
+    }
+
+
+def steps_to_target(steps, curve, target: float) -> float:
+    r"""First step at which a held-out curve reaches ``target``: log-log interpolation between checkpoints.
+
+    Parameters
+    ----------
+    steps : array_like, shape (E,)
+        Increasing checkpoints (> 0; a step-0 checkpoint is dropped).
+    curve : array_like, shape (E,)
+        Held-out loss at those steps (> 0).
+    target : float
+        Loss to reach, > 0.
+
+    Returns
+    -------
+    float
+        Interpolated step; ``inf`` if never reached, the first checkpoint if already below there.
+
+    Examples
+    --------
+    >>> steps_to_target([100, 1000], [4.0, 1.0], 2.0)   # halfway in log-log: 10**2.5
+    316.22776601683796
+    """
+    s = check_finite(as_float_array(steps, "steps", ndim=1), "steps")
+    c = check_finite(as_float_array(curve, "curve", shape=s.shape), "curve")
+    keep = s > 0
+    s, c = s[keep], c[keep]
+    if s.size == 0 or np.any(np.diff(s) <= 0) or np.any(c <= 0):
+        raise ValueError("steps must be increasing with at least one > 0 and curve must be > 0 there")
+    if not (np.isfinite(target) and target > 0):
+        raise ValueError(f"target must be a finite loss > 0; got {target!r}")
+    below = np.flatnonzero(c <= target)
+    if below.size == 0:
+        return float("inf")
+    i = int(below[0])
+    if i == 0:
+        return float(s[0])
+    t = (np.log(target) - np.log(c[i - 1])) / (np.log(c[i]) - np.log(c[i - 1]))
+    return float(np.exp(np.log(s[i - 1]) + t * (np.log(s[i]) - np.log(s[i - 1]))))
+
+
+def _ratio(ta: float, tb: float) -> float:
+    """``ta / tb`` with the limits: inf when only a misses the target, 0 when only b does, NaN when both do."""
+    if np.isinf(ta) and np.isinf(tb):
+        return float("nan")
+    if np.isinf(tb):
+        return 0.0
+    return float(ta / tb)
+
+
+def steps_ratio(steps, curves_a, curves_b, target: float, *, n_boot: int = 2000, level: float = 0.95,
+                rng=None) -> dict:
+    r"""Ratio of the steps two schedules need to reach ``target``, with a paired bootstrap interval.
+
+    .. math:: r = \frac{T_a(\bar c_a)}{T_b(\bar c_b)},
+
+    :math:`T` from :func:`steps_to_target` on the curves averaged over seeds; the interval is the
+    percentile interval of :math:`r` over ``n_boot`` resamplings of the seeds (the same resampled
+    seeds for both schedules, since runs at one seed are paired).
+
+    Parameters
+    ----------
+    steps : array_like, shape (E,)
+    curves_a, curves_b : array_like, shape (S, E)
+        Held-out curves per seed (rows) of schedules a and b (the same seeds in the same order).
+    target : float
+    n_boot : int
+    level : float in (0, 1)
+        Coverage of the interval.
+    rng : numpy.random.Generator, int or None
+
+    Returns
+    -------
+    dict
+        ``ratio``, ``lo``, ``hi`` (``inf`` where a schedule does not reach the target), ``steps_a``,
+        ``steps_b``, ``n_boot``, ``level``.
+
+    Examples
+    --------
+    >>> c = np.array([[4.0, 2.0, 1.0], [4.2, 2.1, 1.1]])
+    >>> r = steps_ratio([10, 100, 1000], c, c, 2.0, n_boot=50, rng=0)
+    >>> r["ratio"], r["lo"], r["hi"]
+    (1.0, 1.0, 1.0)
+    """
+    a = check_finite(as_float_array(curves_a, "curves_a", ndim=2), "curves_a")
+    b = check_finite(as_float_array(curves_b, "curves_b", shape=a.shape), "curves_b")
+    if a.shape[0] < 2:
+        raise ValueError(f"curves_a and curves_b need >= 2 seeds (rows) for an interval; got {a.shape[0]}")
+    if not 0 < float(level) < 1:
+        raise ValueError(f"level must lie in (0, 1); got {level!r}")
+    n_boot = check_count(n_boot, "n_boot")
+    ta = steps_to_target(steps, a.mean(axis=0), target)
+    tb = steps_to_target(steps, b.mean(axis=0), target)
+    gen = as_generator(rng)
+    reps = np.empty(n_boot)
+    for i in range(n_boot):
+        idx = gen.integers(0, a.shape[0], a.shape[0])
+        reps[i] = _ratio(steps_to_target(steps, a[idx].mean(axis=0), target),
+                         steps_to_target(steps, b[idx].mean(axis=0), target))
+    alpha = (1.0 - float(level)) / 2
+    # "lower"/"higher" quantiles keep an infinite replicate from turning a bound into NaN; a replicate
+    # where neither schedule reaches the target has no ratio and is left out.
+    reps = reps[~np.isnan(reps)]
+    lo = float(np.quantile(reps, alpha, method="lower")) if reps.size else float("nan")
+    hi = float(np.quantile(reps, 1 - alpha, method="higher")) if reps.size else float("nan")
+    ratio = _ratio(ta, tb)
+    return {"ratio": float(ratio), "lo": lo, "hi": hi, "steps_a": ta, "steps_b": tb, "n_boot": n_boot,
+            "level": float(level)}
