@@ -179,7 +179,8 @@ def plot(doc: dict, path: str) -> None:
     title = f"{meta['data']}: generative entropy rate ({meta['method']})"
     b = meta.get("budget")
     if b:
-        title += f"\n∫h dλ = {b['value']:.4f} ± {b['stderr']:.4f}  vs  H(π) = {b['H_pi']:.4f}"
+        title += (f"\n∫h dλ = {b['value']:.4f} ± {b['stderr']:.4f}  vs  H(λmin) − H(λmax) = {b['target']:.4f}"
+                  f"  (H(π) = {b['H_pi']:.4f}; {'holds' if b['holds'] else 'FAILS'})")
     ax.set_title(title, fontsize=10)
     ax.set_ylim(bottom=0)
     ax.legend(handles, labels, loc="center right", fontsize=8)
