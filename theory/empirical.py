@@ -358,7 +358,7 @@ def _strata(n: int, stratify: bool) -> np.ndarray:
 
 
 def draw_common_random_numbers(weights, n_samples: int, dim: int, *, rng=None, stratify: bool = True) -> CommonRandomNumbers:
-    """Draw ``(k_i, eps_i)``, ``i = 1..n_samples``: ``k_i ~ pi`` (stratified) and ``eps_i ~ N(0, I_dim)``.
+    r"""Draw ``(k_i, eps_i)``, ``i = 1..n_samples``: ``k_i ~ pi`` (stratified) and ``eps_i ~ N(0, I_dim)``.
 
     Stratification: the unit interval of the cumulative weights is cut into
     ``n // 2`` strata of width ``n_s / n`` (``n_s`` = 2 or 3 samples each) and
