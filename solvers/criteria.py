@@ -52,7 +52,7 @@ from typing import Callable, Optional
 import numpy as np
 from scipy import linalg as sla
 
-from noisealloc.theory.tolerances import EPS, FD_REL_STEP, SANDWICH_ROUNDING_RTOL, SINGULAR_RCOND
+from noisealloc.theory.tolerances import EPS, FD_REL_STEP, SANDWICH_ROUNDING_RTOL, SANDWICH_ROUNDING_ULPS, SINGULAR_RCOND
 
 __all__ = [
     "CRITERIA",
@@ -559,7 +559,7 @@ class SandwichCriterion(Criterion):
         DG = 0.5 * (KAK + KAK.T) * 0.5
         if prob.value_scale > 0.0:
             m = M.shape[0]
-            # M_p and G_p are known only to their assembly rounding, ~(m+1) eps of their norm (and the
+            # M_p and G_p are known only to their assembly rounding, a few ulps of their norm (and the
             # inverse is backward stable to the same order), so to first order V is uncertain by
             # <dV/dM, dM> + <dV/dG, dG>.  ||X||_* <= sqrt(m) ||X||_F bounds each pairing cheaply.  The G
             # term matters at the singular boundary: there K is huge along directions in which G_p is
@@ -568,7 +568,7 @@ class SandwichCriterion(Criterion):
                 pair = np.linalg.norm(M) * np.linalg.norm(DA + DG)
             else:
                 pair = np.linalg.norm(M) * np.linalg.norm(DA) + np.linalg.norm(Gp) * np.linalg.norm(DG)
-            err = (m + 1) * EPS * np.sqrt(m) * pair
+            err = SANDWICH_ROUNDING_ULPS * EPS * np.sqrt(m) * pair
             if not err <= SANDWICH_ROUNDING_RTOL * prob.value_scale:
                 raise SingularMomentError(
                     f"sandwich value {value:.3e} carries a rounding-error bound {err:.2e} > SANDWICH_ROUNDING_RTOL * "
