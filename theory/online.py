@@ -45,8 +45,31 @@ __all__ = ["EntropyRateEstimator", "tv_distance_piecewise_linear"]
 def tv_distance_piecewise_linear(u, p, q) -> float:
     r"""Exact total-variation distance :math:`\tfrac12\int |p - q|\,du` of two piecewise-linear densities.
 
-    Both are linear on each cell :math:`[u_i, u_{i+1}]`; where the difference
-    changes sign inside a cell, the cell is split at the root.
+    Both are linear on each cell :math:`[u_i, u_{i+1}]`, so is :math:`d = p - q`; a cell where
+    :math:`d` keeps its sign contributes :math:`\tfrac12 w (|d_i| + |d_{i+1}|)`, and one where it
+    changes sign is split at the root, contributing :math:`\tfrac12 w (d_i^2 + d_{i+1}^2)/(|d_i| + |d_{i+1}|)`
+    (:math:`w` the cell width).
+
+    Parameters
+    ----------
+    u : (n,) array_like
+        Common knots, increasing.
+    p, q : (n,) array_like
+        Values of the two densities at the knots.
+
+    Returns
+    -------
+    float
+        :math:`\tfrac12\int_{u_0}^{u_{n-1}} |p - q|\,du` (in [0, 1] for two densities on the knots).
+
+    References
+    ----------
+    THEORY.md §4 (b); the maximum-change safeguard of :class:`EntropyRateEstimator`.
+
+    Examples
+    --------
+    >>> tv_distance_piecewise_linear([0.0, 1.0], [0.0, 2.0], [2.0, 0.0])  # d = -2 .. 2 crosses at 1/2
+    0.5
     """
     u = np.asarray(u, dtype=np.float64)
     d = np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64)

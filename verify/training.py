@@ -54,7 +54,25 @@ ENTROPIC_SCHEDULES = {"sqrt-entropic": "sqrt-entropy", "entropic": "entropy"}
 
 @dataclass(frozen=True)
 class FeatureMap:
-    """Frozen random first layer (``W_x`` (D, q), ``W_lam`` (2F, q), ``b`` (q,)) and preconditioning scale."""
+    r"""Frozen random first layer and EDM preconditioning of the random-feature denoiser.
+
+    Attributes
+    ----------
+    W_x : (D, q) ndarray
+        Input weights.
+    W_lam : (2F, q) ndarray
+        Weights of the Fourier embedding :math:`\gamma(\lambda)`.
+    b : (q,) ndarray
+        Biases.
+    freqs : (F,) ndarray
+        Embedding frequencies :math:`f = 1..F`.
+    half_range : float
+        Half the length :math:`L` of the log-SNR range the embedding is periodic on.
+    s : float
+        Data scale of the preconditioning (per coordinate).
+    q : int
+        Number of features (property).
+    """
 
     W_x: np.ndarray
     W_lam: np.ndarray
@@ -65,9 +83,11 @@ class FeatureMap:
 
     @property
     def q(self) -> int:
+        """Number of random features."""
         return int(self.b.size)
 
     def precond(self, lam):
+        r"""EDM's :math:`(c_{skip}, c_{out}, c_{in})` at scale :math:`s` and :math:`\sigma^2 = e^{-\lambda}`, each shaped like ``lam``."""
         sig2 = np.exp(-np.asarray(lam, float))
         s2 = self.s ** 2
         return s2 / (s2 + sig2), np.sqrt(sig2) * self.s / np.sqrt(s2 + sig2), 1.0 / np.sqrt(s2 + sig2)
@@ -82,7 +102,27 @@ class FeatureMap:
 
 
 def make_feature_map(dim: int, q: int, s: float, *, lam_range=(-10.0, 10.0), freqs: int = 8, rng=None) -> FeatureMap:
-    """Draw the random first layer: Gaussian weights, input weights scaled by ``1/sqrt(D)``."""
+    r"""Draw the random first layer: Gaussian weights, input weights scaled by ``2/sqrt(D)``.
+
+    Parameters
+    ----------
+    dim : int
+        Data dimension :math:`D`.
+    q : int
+        Number of features, >= 1.
+    s : float
+        Data scale of the preconditioning (:func:`noisealloc.theory.data_scale.data_scale`).
+    lam_range : (float, float)
+        Log-SNR range over which the Fourier embedding is periodic.
+    freqs : int
+        Number of embedding frequencies :math:`F`.
+    rng : numpy.random.Generator, int or None
+        Randomness of the weights (keyword-only).
+
+    Returns
+    -------
+    FeatureMap
+    """
     gen = as_generator(rng)
     if int(q) < 1:
         raise ValueError(f"q must be an integer >= 1; got {q!r}")
@@ -99,7 +139,29 @@ def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4, psi=None) 
     .. math:: \Theta = \big(\Psi^\top W \Psi / N + \delta I\big)^{-1} \Psi^\top W T / N, \quad
               W = \mathrm{diag}(c_{out}^2), \quad T = (x_0 - c_{skip} x)/c_{out}.
 
-    ``psi`` (N, q) may be passed when the features are already computed.
+    Parameters
+    ----------
+    fmap : FeatureMap
+        The frozen first layer.
+    x0 : (N, D) ndarray
+        Clean training samples.
+    x : (N, D) ndarray
+        Noisy training samples :math:`x_0 + e^{-\lambda/2}\varepsilon`.
+    lam : (N,) ndarray
+        Their log-SNR levels.
+    ridge : float
+        :math:`\delta \ge 0`.
+    psi : (N, q) ndarray, optional
+        The features :math:`\psi(x, \lambda)` when already computed.
+
+    Returns
+    -------
+    (q, D) ndarray
+        The readout :math:`\Theta`.
+
+    References
+    ----------
+    THEORY.md §4 (training as noise allocation), §6.6 (i).
     """
     c_skip, c_out, _ = fmap.precond(lam)
     psi = fmap.features(x, lam) if psi is None else psi
@@ -113,18 +175,50 @@ def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4, psi=None) 
 
 @dataclass(frozen=True)
 class EvalSet:
-    """Held-out set: per level ``lam[l]`` the same ``n`` pairs ``(x0, eps)``; ``m`` the Bayes denoiser."""
+    r"""Held-out set: per level ``lam[l]`` the same ``n`` pairs :math:`(x_0, \varepsilon)`, and the Bayes denoiser there.
 
-    lam: np.ndarray          # (L,)
-    quad: np.ndarray         # (L,) trapezoid weight times omega = exp(lam)/2
-    x: np.ndarray            # (L, n, D)
-    m: np.ndarray            # (L, n, D)
+    Attributes
+    ----------
+    lam : (L,) ndarray
+        Log-SNR levels.
+    quad : (L,) ndarray
+        Trapezoid weight times the ELBO weight :math:`\omega = e^\lambda/2`.
+    x : (L, n, D) ndarray
+        Noisy held-out samples.
+    m : (L, n, D) ndarray
+        The exact posterior mean :math:`m(x, \lambda)` at them.
+    info : dict
+        Sizes (``levels``, ``n``).
+    """
+
+    lam: np.ndarray
+    quad: np.ndarray
+    x: np.ndarray
+    m: np.ndarray
     info: dict = field(default_factory=dict, compare=False)
 
 
 def make_eval_set(model, lam_min: float = -10.0, lam_max: float = 10.0, *, levels: int = 41, n: int = 128,
                   rng=None) -> EvalSet:
-    """Draw the held-out set and evaluate the exact denoiser on it (common random numbers across levels)."""
+    r"""Draw the held-out set and evaluate the exact denoiser on it (common random numbers across levels).
+
+    Parameters
+    ----------
+    model
+        A data model with ``sample_x0`` and an exact ``denoiser`` (a Dirac mixture).
+    lam_min, lam_max : float
+        Evaluation interval in log-SNR.
+    levels : int
+        Levels of the trapezoid grid.
+    n : int
+        Held-out pairs :math:`(x_0, \varepsilon)`, shared by every level.
+    rng : numpy.random.Generator, int or None
+        Randomness of the held-out pairs (keyword-only).
+
+    Returns
+    -------
+    EvalSet
+    """
     gen = as_generator(rng)
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     lam = np.linspace(lo, hi, int(levels))
@@ -154,7 +248,28 @@ def _eval_parts(fmap: FeatureMap, ev: EvalSet):
 
 
 def elbo_gap(fmap: FeatureMap, theta, ev: EvalSet, *, _parts=None) -> float:
-    r"""Held-out ELBO gap :math:`R(\Theta)` (trapezoid in :math:`\lambda`, mean over the held-out pairs)."""
+    r"""Held-out ELBO gap :math:`R(\Theta)` (trapezoid in :math:`\lambda`, mean over the held-out pairs).
+
+    .. math:: R(\Theta) \approx \sum_l w_l\,\tfrac12 e^{\lambda_l}\,
+              \frac1n \sum_i \|D_\Theta(x_{l,i}, \lambda_l) - m(x_{l,i}, \lambda_l)\|^2
+
+    Parameters
+    ----------
+    fmap : FeatureMap
+    theta : (q, D) ndarray
+        The readout.
+    ev : EvalSet
+        The held-out set.
+
+    Returns
+    -------
+    float
+        :math:`R(\Theta) \ge 0` in nats.
+
+    References
+    ----------
+    THEORY.md §4 (evaluation risk with the ELBO weight), §6.6.
+    """
     parts = _eval_parts(fmap, ev) if _parts is None else _parts
     total = 0.0
     for i, (base, feat) in enumerate(parts):
@@ -164,7 +279,21 @@ def elbo_gap(fmap: FeatureMap, theta, ev: EvalSet, *, _parts=None) -> float:
 
 @dataclass(frozen=True)
 class TrainingCurve:
-    """ELBO gaps of one schedule: ``gaps[i, j]`` at ``N_values[i]`` and seed ``seeds[j]``."""
+    """ELBO gaps of one schedule over training-set sizes and seeds.
+
+    Attributes
+    ----------
+    schedule : str
+        The schedule's name.
+    N_values : (k,) ndarray of int
+        Training-set sizes.
+    seeds : (r,) ndarray of int
+        Seeds.
+    gaps : (k, r) ndarray
+        ``gaps[i, j]``: held-out ELBO gap at ``N_values[i]`` and seed ``seeds[j]`` (nats).
+    mean, stderr : (k,) ndarray
+        Mean over seeds and its standard error (properties; 0 with one seed).
+    """
 
     schedule: str
     N_values: np.ndarray
@@ -173,20 +302,51 @@ class TrainingCurve:
 
     @property
     def mean(self) -> np.ndarray:
+        """Mean gap over seeds, per ``N``."""
         return self.gaps.mean(axis=1)
 
     @property
     def stderr(self) -> np.ndarray:
+        """Standard error of :attr:`mean` (``ddof = 1``; zeros with a single seed)."""
         k = self.gaps.shape[1]
         return self.gaps.std(axis=1, ddof=1) / np.sqrt(k) if k > 1 else np.zeros(self.gaps.shape[0])
 
 
 def training_curve(model, schedule, N_values, seeds, ev: EvalSet, *, q: int = 256, ridge: float = 1e-4,
                    s: float | None = None, name: str | None = None) -> TrainingCurve:
-    """Fit one readout per ``(N, seed)`` on samples whose levels are drawn from ``schedule``.
+    r"""Fit one readout per ``(N, seed)`` on samples whose levels are drawn from ``schedule``.
 
     Seed ``j`` fixes the random first layer and the training draws, so every schedule sees the same
     first layer and the same data points at a given seed (paired comparison).
+
+    Parameters
+    ----------
+    model
+        A Dirac mixture (``sample_x0``, ``dim``).
+    schedule
+        Any schedule with ``sample(n, rng=...)`` in :math:`\lambda` (e.g. :func:`training_schedule`).
+    N_values : sequence of int
+        Training-set sizes, >= 1 (the first ``N`` draws of one stream of ``max(N_values)``).
+    seeds : sequence of int
+        Seeds.
+    ev : EvalSet
+        The held-out set (the same for every schedule).
+    q : int
+        Random features.
+    ridge : float
+        Ridge :math:`\delta` of the readout.
+    s : float, optional
+        Preconditioning scale (default :func:`noisealloc.theory.data_scale.data_scale` of ``model``).
+    name : str, optional
+        Name recorded in the curve (default the schedule's).
+
+    Returns
+    -------
+    TrainingCurve
+
+    References
+    ----------
+    THEORY.md §6.6 (i).
     """
     N_values = np.asarray(N_values, dtype=int)
     if N_values.ndim != 1 or N_values.size == 0 or np.any(N_values < 1):
@@ -214,8 +374,25 @@ def training_curve(model, schedule, N_values, seeds, ev: EvalSet, *, q: int = 25
 def samples_to_target(N_values, mean_gaps, target: float) -> float:
     """Smallest ``N`` at which the mean gap reaches ``target``: log-log interpolation between grid points.
 
-    Returns ``inf`` when the curve never reaches the target inside the grid, and ``N_values[0]`` when it
-    is already below the target at the first point.
+    Parameters
+    ----------
+    N_values : (k,) array_like
+        Increasing training-set sizes.
+    mean_gaps : (k,) array_like
+        Mean gap at each size, > 0.
+    target : float
+        The gap to reach, finite and > 0.
+
+    Returns
+    -------
+    float
+        The interpolated ``N``; ``inf`` when the curve never reaches the target inside the grid, and
+        ``N_values[0]`` when it is already below the target at the first point.
+
+    Examples
+    --------
+    >>> round(samples_to_target([100, 400], [1.0, 0.25], 0.5), 9)  # gap ~ 1/N: halving the gap doubles N
+    200.0
     """
     N = np.asarray(N_values, float)
     g = np.asarray(mean_gaps, float)
