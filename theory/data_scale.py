@@ -178,13 +178,14 @@ def shifted_heuristic_pdfs(lam, s, *, names=None, sigma_data: float = SIGMA_DATA
 
 def shifted_heuristic(name: str, s: float, lam_min: float, lam_max: float, *, sigma_data: float = SIGMA_DATA,
                       knots: int = 1025):
-    r"""A built-in heuristic schedule moved to data of scale ``s``: :math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`.
+    r"""A built-in heuristic schedule moved to data of scale ``s``, :math:`p(\lambda) = p_h(\lambda + \Delta)`.
 
-    The density of :func:`shifted_heuristic_pdfs` on ``knots`` uniform levels of
+    With :math:`\Delta = 2\log(s/\sigma_{data})` (:func:`heuristic_shift`): the density of
+    :func:`shifted_heuristic_pdfs` on ``knots`` uniform levels of
     ``[lam_min, lam_max]``, as a piecewise-linear
     :class:`~noisealloc.theory.schedules.TabulatedSchedule` in :math:`\lambda` (renormalised).
-    Values below ``1e-300`` are raised to it, since a tabulated density must be positive; the
-    resulting mass is below 1e-296 of the total.
+    Values below ``1e-300`` are raised to it, since a tabulated density must be positive (this adds
+    at most 1e-300 per unit :math:`\lambda`).
 
     Parameters
     ----------

@@ -344,7 +344,8 @@ def _build(lam, h, h_stderr, method, estimate, *, rule, coordinate, floor, h_flo
     # np.maximum also lifts a tiny negative rounding of a quadrature h to the floor; NaN stays NaN and is
     # refused by entropic_pdf_values.
     u, pdf = entropic_pdf_values(lam, np.maximum(h, h_floor), rule=rule, coordinate=coordinate, floor=floor)
-    schedule = TabulatedSchedule(u, pdf, coordinate=coordinate, name=_default_name(rule, floor) if name is None else name)
+    name = _default_name(rule, floor) if name is None else name
+    schedule = TabulatedSchedule(u, pdf, coordinate=coordinate, name=name)
     return EntropicScheduleResult(schedule, u, pdf, lam, h, h_stderr, method, h_floor, rule, coord_name, floor,
                                   estimate)
 

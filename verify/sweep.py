@@ -221,7 +221,8 @@ def expand_grid(spec: SweepSpec) -> list[dict]:
 
     Examples
     --------
-    >>> spec = parse_sweep({"sweep": {"name": "d", "kind": "demo"}, "fixed": {"b": 2.0}, "grid": {"a": [1, 2], "seed": [0, 1]}})
+    >>> spec = parse_sweep({"sweep": {"name": "d", "kind": "demo"}, "fixed": {"b": 2.0},
+    ...                     "grid": {"a": [1, 2], "seed": [0, 1]}})
     >>> expand_grid(spec)[:2]
     [{'b': 2.0, 'a': 1, 'seed': 0}, {'b': 2.0, 'a': 1, 'seed': 1}]
     """

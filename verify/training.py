@@ -87,7 +87,7 @@ class FeatureMap:
         return int(self.b.size)
 
     def precond(self, lam):
-        r"""EDM's :math:`(c_{skip}, c_{out}, c_{in})` at scale :math:`s` and :math:`\sigma^2 = e^{-\lambda}`, each shaped like ``lam``."""
+        r"""EDM's :math:`(c_{skip}, c_{out}, c_{in})` at scale :math:`s`, :math:`\sigma^2 = e^{-\lambda}` (shaped like ``lam``)."""
         sig2 = np.exp(-np.asarray(lam, float))
         s2 = self.s ** 2
         return s2 / (s2 + sig2), np.sqrt(sig2) * self.s / np.sqrt(s2 + sig2), 1.0 / np.sqrt(s2 + sig2)
@@ -175,7 +175,7 @@ def fit_readout(fmap: FeatureMap, x0, x, lam, *, ridge: float = 1e-4, psi=None) 
 
 @dataclass(frozen=True)
 class EvalSet:
-    r"""Held-out set: per level ``lam[l]`` the same ``n`` pairs :math:`(x_0, \varepsilon)`, and the Bayes denoiser there.
+    r"""Held-out set: per level ``lam[l]`` the same ``n`` pairs :math:`(x_0, \varepsilon)`; the Bayes denoiser there.
 
     Attributes
     ----------
