@@ -99,3 +99,21 @@ def test_cell_returns_a_curve_per_checkpoint():
 def test_bad_input_raises_value_error(call, needle):
     with pytest.raises(ValueError, match=needle):
         call()
+
+
+def test_pilot_schedule_is_built_from_validation_losses():
+    d = E.prepare_data("dirac:K=3,D=8,sep=1,seed=0")
+    p = E.pilot_schedule(d, -6.0, 6.0, steps=20, batch_size=16, width=16, depth=1, levels=9)
+    assert p.schedule.name == "sqrt-pilot" and p.steps == 20
+    assert p.lam.shape == p.loss.shape == p.loss_se.shape == (9,)
+    assert np.all(p.loss_se > 0)
+    np.testing.assert_allclose(float(p.schedule.cdf(6.0)), 1.0, rtol=1e-12)
+    r = E.cell_neural(data="dirac:K=3,D=8,sep=1,seed=0", schedule="sqrt-pilot", steps=20, batch_size=16, width=16,
+                      depth=1, lam_min=-6.0, lam_max=6.0, checkpoints=1, eval_levels=9, eval_n=32, pilot_steps=20)
+    assert r["schedule_name"] == "sqrt-pilot" and r["steps"] == [0, 20]
+
+
+def test_pilot_needs_enough_training_rows():
+    d = E.NeuralData("tiny", np.zeros((100, 4)), np.zeros((10, 4)), None, None, 1.0, False, "empirical")
+    with pytest.raises(ValueError, match="the pilot needs more than"):
+        E.pilot_schedule(d, -1.0, 1.0)

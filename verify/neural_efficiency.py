@@ -21,8 +21,10 @@ Data sets (:func:`prepare_data`):
 Schedules (:func:`make_levels`): ``"sqrt-entropic"`` and ``"entropic"`` (:math:`p \propto \sqrt h`,
 :math:`p \propto h` in :math:`\lambda`), the built-in heuristics shifted to the data scale
 (``"edm_lognormal"``, ``"cosine"``, ``"logit_normal_sd3"``, ``"uniform_lambda"``, ...; through
-:func:`noisealloc.verify.training.training_schedule`), and ``"online"`` (the
-:class:`~noisealloc.theory.online.EntropyRateEstimator` fed with the run's own losses).
+:func:`noisealloc.verify.training.training_schedule`), ``"sqrt-pilot"`` (the two-stage route: the
+per-level validation losses of a pilot run, fitted as ``noisealloc schedule --from-losses`` does;
+:func:`pilot_schedule`), and ``"online"`` (the :class:`~noisealloc.theory.online.EntropyRateEstimator`
+fed with the run's own losses).
 
 Comparison (:func:`steps_to_target`, :func:`steps_ratio`): the number of steps at which the mean
 held-out curve (over seeds) first reaches a common target, by log-log interpolation between
@@ -48,6 +50,8 @@ __all__ = [
     "steps_to_target",
     "steps_ratio",
     "dependency_version",
+    "pilot_schedule",
+    "PilotSchedule",
 ]
 
 #: Heuristic schedules of the comparison (THEORY.md §5), shifted to the data scale.
@@ -58,6 +62,8 @@ LAW_TEST_EXAMPLES = 512
 TEST_FRACTION = 1 / 6
 #: Seed of every data split and evaluation set: one frozen set per data set, shared by all cells.
 DATA_SEED = 20260611
+#: Validation examples of the pilot run of the two-stage schedule (never the test split).
+PILOT_VALIDATION = 256
 
 
 @dataclass(frozen=True)
@@ -172,7 +178,7 @@ def prepare_data(name: str, *, mnist=None) -> NeuralData:
 
 
 def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float, *, h_levels: int = 65,
-                h_samples: int = 256, online_bins: int = 32):
+                h_samples: int = 256, online_bins: int = 32, pilot: dict | None = None):
     """The level source of a schedule name: a schedule object, or a fresh online estimator.
 
     Parameters
@@ -180,13 +186,15 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
     data : NeuralData
     schedule : str
         ``"sqrt-entropic"``, ``"entropic"``, a heuristic of :data:`HEURISTICS` (or any built-in
-        schedule name), or ``"online"``.
+        schedule name), ``"online"``, or ``"sqrt-pilot"`` (:func:`pilot_schedule`).
     lam_min, lam_max : float
         Training interval in log-SNR.
     h_levels, h_samples : int
         Levels of the entropy-rate profile and Monte-Carlo samples per level (entropic schedules).
     online_bins : int
         Bins of the online estimator.
+    pilot : dict, optional
+        Options of :func:`pilot_schedule` (``"sqrt-pilot"`` only).
 
     Returns
     -------
@@ -198,14 +206,101 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     if schedule == "online":
         return EntropyRateEstimator(lo, hi, n_bins=int(online_bins))
+    if schedule == "sqrt-pilot":
+        return pilot_schedule(data, lo, hi, **(pilot or {})).schedule
     return training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels), h_samples=int(h_samples),
                              rng=np.random.default_rng([DATA_SEED, 3]))
+
+
+@dataclass(frozen=True)
+class PilotSchedule:
+    """The two-stage schedule: a pilot run's per-level validation losses, fitted, made a schedule.
+
+    Attributes
+    ----------
+    schedule : TabulatedSchedule
+        Square-root entropic schedule of the fitted profile (named ``"sqrt-pilot"``).
+    lam, loss, loss_se : ndarray
+        The pilot's per-level validation x0 losses (the rows a ``--from-losses`` CSV would hold).
+    steps : int
+        Pilot training steps.
+    """
+
+    schedule: object
+    lam: np.ndarray
+    loss: np.ndarray
+    loss_se: np.ndarray
+    steps: int
+
+
+def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: int = 500, batch_size: int = 128,
+                   learning_rate: float = 2e-3, width: int = 128, depth: int = 3, levels: int = 33,
+                   seed: int = 0) -> PilotSchedule:
+    r"""Square-root entropic schedule from a pilot run's held-out losses: the practitioner's two-stage route.
+
+    A pilot network is trained with the uniform-:math:`\lambda` schedule on the training data minus a
+    validation part (:data:`PILOT_VALIDATION` rows of the training split, or fresh draws of a data
+    law; never the test split); its per-level x0 losses on the validation part, with their standard
+    errors, are fitted by the monotone profile of ``noisealloc schedule --from-losses``
+    (:func:`~noisealloc.theory.loss_profiles.fit_mmse_profile`), turned into
+    :math:`h = 	frac12 e^\lambda \widehat{\mathrm{mmse}}` and into :math:`p \propto \sqrt h`
+    (:func:`~noisealloc.theory.entropic.schedule_from_rate`).
+
+    Parameters
+    ----------
+    data : NeuralData
+    lam_min, lam_max : float
+        Interval of the pilot, of its validation grid and of the schedule.
+    steps, batch_size : int
+        Pilot training.
+    learning_rate : float
+    width, depth : int
+        Pilot MLP.
+    levels : int
+        Validation grid levels (>= 3 for the profile fit).
+    seed : int
+        Pilot training seed.
+
+    Returns
+    -------
+    PilotSchedule
+
+    References
+    ----------
+    THEORY.md §5 (tabulated density from measured per-level losses), §6.6 (iii); README ("An entropic
+    schedule for your own training loop").
+    """
+    from noisealloc.theory.entropic import schedule_from_rate
+    from noisealloc.theory.loss_profiles import fit_mmse_profile
+    from noisealloc.theory.schedules import uniform_lambda
+    from noisealloc.verify.heldout import make_heldout_set
+    from noisealloc.verify.neural import MLPDenoiser, train_denoiser
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    if hasattr(data.train, "sample_x0"):
+        train, val = data.train, data.train.sample_x0(PILOT_VALIDATION, rng=np.random.default_rng([DATA_SEED, 5]))
+    else:
+        if data.train.shape[0] <= 2 * PILOT_VALIDATION:
+            raise ValueError(f"data {data.name!r}: the training split has {data.train.shape[0]} rows; the pilot "
+                             f"needs more than {2 * PILOT_VALIDATION}")
+        train, val = data.train[:-PILOT_VALIDATION], data.train[-PILOT_VALIDATION:]
+    hs = make_heldout_set(val, lo, hi, levels=int(levels), rng=np.random.default_rng([DATA_SEED, 6]))
+    net = MLPDenoiser(data.dim, data.sigma_data, width=int(width), depth=int(depth))
+    run = train_denoiser(net, train, uniform_lambda(lam_min=lo, lam_max=hi), steps=int(steps),
+                         batch_size=int(batch_size), learning_rate=float(learning_rate), seed=int(seed),
+                         heldout=hs, eval_steps=[int(steps)])
+    res = run.heldout[-1]
+    prof = fit_mmse_profile(res.lam, res.per_level_mse, res.per_level_mse_se, rng=np.random.default_rng([DATA_SEED, 7]))
+    sched = schedule_from_rate(res.lam, prof.entropy_rate(res.lam), rule="sqrt-entropy", name="sqrt-pilot",
+                               method="pilot run: monotone I-spline fit of validation x0 losses").schedule
+    return PilotSchedule(sched, res.lam, res.per_level_mse, res.per_level_mse_se, int(steps))
 
 
 def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, batch_size: int = 128,
                 learning_rate: float = 2e-3, width: int = 128, depth: int = 3, lam_min: float = -10.0,
                 lam_max: float = 10.0, checkpoints: int = 8, eval_levels: int = 33, eval_n: int = 256,
-                h_levels: int = 65, h_samples: int = 256, mnist: str | None = None, code: str | None = None) -> dict:
+                h_levels: int = 65, h_samples: int = 256, pilot_steps: int | None = None, mnist: str | None = None,
+                code: str | None = None) -> dict:
     """One cell of regime (iii): train, and return the held-out curve at the checkpoints.
 
     Parameters
@@ -227,6 +322,8 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
         Grid levels and test examples of the frozen evaluation set (the first ``eval_n`` test rows).
     h_levels, h_samples : int
         Entropy-rate profile of the entropic schedules.
+    pilot_steps : int, optional
+        Steps of the pilot run of ``"sqrt-pilot"`` (default ``steps // 4``; same network and batch).
     mnist : str, optional
         MNIST directory.
     code : str, optional
@@ -251,7 +348,10 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
     test = d.test[: check_count(eval_n, "eval_n")]
     hs = make_heldout_set(test, lam_min, lam_max, levels=int(eval_levels), rng=np.random.default_rng([DATA_SEED, 4]),
                           bayes=d.bayes)
-    levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples)
+    pilot = {"steps": int(pilot_steps) if pilot_steps is not None else max(1, steps // 4),
+             "batch_size": int(batch_size), "learning_rate": float(learning_rate), "width": int(width),
+             "depth": int(depth)}
+    levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
     net = MLPDenoiser(d.dim, d.sigma_data, width=int(width), depth=int(depth))
     run = train_denoiser(net, d.train, levels, steps=steps, batch_size=int(batch_size),
                          learning_rate=float(learning_rate), seed=int(seed), heldout=hs, eval_steps=ev_steps)
