@@ -117,3 +117,18 @@ def test_pilot_needs_enough_training_rows():
     d = E.NeuralData("tiny", np.zeros((100, 4)), np.zeros((10, 4)), None, None, 1.0, False, "empirical")
     with pytest.raises(ValueError, match="the pilot needs more than"):
         E.pilot_schedule(d, -1.0, 1.0)
+
+
+def test_compare_schedules_targets_what_every_schedule_reaches():
+    steps = np.geomspace(10, 10000, 10)
+    gen = np.random.default_rng(2)
+    curves = {"sqrt-entropic": 50 * steps ** -0.4 * np.exp(0.01 * gen.standard_normal((4, 10))),
+              "slow": 50 * (steps / 3) ** -0.4 * np.exp(0.01 * gen.standard_normal((4, 10)))}
+    out = E.compare_schedules(steps, curves, n_boot=200, rng=0)
+    rows = {r["name"]: r for r in out["rows"]}
+    assert out["target"] == pytest.approx(np.min(curves["slow"].mean(0)))
+    assert np.isfinite(rows["slow"]["steps"]) and np.isfinite(rows["sqrt-entropic"]["steps"])
+    assert rows["sqrt-entropic"]["ratio"] == 1.0
+    assert rows["slow"]["lo"] <= 3.0 <= rows["slow"]["hi"] and rows["slow"]["lo"] > 1.0
+    with pytest.raises(ValueError, match="reference must be one of"):
+        E.compare_schedules(steps, curves, reference="edm")

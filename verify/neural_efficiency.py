@@ -52,6 +52,8 @@ __all__ = [
     "dependency_version",
     "pilot_schedule",
     "PilotSchedule",
+    "common_target",
+    "compare_schedules",
 ]
 
 #: Heuristic schedules of the comparison (THEORY.md §5), shifted to the data scale.
@@ -476,3 +478,71 @@ def steps_ratio(steps, curves_a, curves_b, target: float, *, n_boot: int = 2000,
     ratio = _ratio(ta, tb)
     return {"ratio": float(ratio), "lo": lo, "hi": hi, "steps_a": ta, "steps_b": tb, "n_boot": n_boot,
             "level": float(level)}
+
+
+def common_target(curves: dict) -> float:
+    r"""The common target of a comparison: the worst schedule's best mean held-out loss.
+
+    .. math:: L^* = \max_{s} \min_{e} \bar c_s(e),
+
+    :math:`\bar c_s` the curve of schedule :math:`s` averaged over seeds.  Every schedule's mean curve
+    reaches :math:`L^*` at some checkpoint, so every steps-to-target is finite (a curve that is not
+    monotone counts its first crossing).
+
+    Parameters
+    ----------
+    curves : dict
+        ``name -> array (S, E)`` of held-out losses per seed and checkpoint.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> common_target({"a": [[3.0, 1.0], [3.0, 1.0]], "b": [[3.0, 2.0], [3.0, 2.5]]})
+    2.25
+    """
+    if not curves:
+        raise ValueError("curves must hold at least one schedule")
+    return float(max(np.min(np.mean(as_float_array(c, f"curves[{k!r}]", ndim=2), axis=0)) for k, c in curves.items()))
+
+
+def compare_schedules(steps, curves: dict, *, reference: str = "sqrt-entropic", n_boot: int = 2000,
+                      level: float = 0.95, rng=None) -> dict:
+    r"""Steps to the common target per schedule, and each schedule's ratio to the reference.
+
+    Parameters
+    ----------
+    steps : array_like, shape (E,)
+        Checkpoints (a step-0 checkpoint is ignored by the interpolation).
+    curves : dict
+        ``name -> array (S, E)`` held-out losses, the same seeds in the same order for every schedule.
+    reference : str
+        Denominator of the ratios (a key of ``curves``).
+    n_boot, level, rng
+        Bootstrap of :func:`steps_ratio`.
+
+    Returns
+    -------
+    dict
+        ``target`` (:func:`common_target`), ``reference``, and ``rows``: per schedule ``name``,
+        ``steps`` (to target, mean curve), ``final_mean``/``final_se`` (last checkpoint, mean and
+        standard error over seeds), and ``ratio``/``lo``/``hi`` = steps(schedule) / steps(reference)
+        with its paired bootstrap interval (a ratio above 1: the schedule needs more steps than the
+        reference).
+    """
+    if reference not in curves:
+        raise ValueError(f"reference must be one of {sorted(curves)}; got {reference!r}")
+    target = common_target(curves)
+    gen = as_generator(rng)
+    rows = []
+    ref = np.asarray(curves[reference], dtype=np.float64)
+    for name, c in curves.items():
+        c = np.asarray(c, dtype=np.float64)
+        r = steps_ratio(steps, c, ref, target, n_boot=n_boot, level=level, rng=gen)
+        last = c[:, -1]
+        rows.append({"name": name, "steps": r["steps_a"], "final_mean": float(last.mean()),
+                     "final_se": float(last.std(ddof=1) / np.sqrt(last.size)), "ratio": r["ratio"], "lo": r["lo"],
+                     "hi": r["hi"]})
+    return {"target": target, "reference": reference, "level": float(level), "rows": rows}
