@@ -35,6 +35,7 @@ and noise).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,8 @@ LAW_TEST_EXAMPLES = 512
 TEST_FRACTION = 1 / 6
 #: Seed of every data split and evaluation set: one frozen set per data set, shared by all cells.
 DATA_SEED = 20260611
+#: Schedules already built in this process (keyed by data name and options); see make_levels.
+_SCHEDULES: dict = {}
 #: Validation examples of the pilot run of the two-stage schedule (never the test split).
 PILOT_VALIDATION = 256
 
@@ -135,7 +138,7 @@ def dependency_version() -> str:
 
 
 def prepare_data(name: str, *, mnist=None) -> NeuralData:
-    """Load and split a data set of regime (iii) (module docstring), deterministically.
+    """Load and split a data set of regime (iii) (module docstring), deterministically (cached per process).
 
     Parameters
     ----------
@@ -148,6 +151,14 @@ def prepare_data(name: str, *, mnist=None) -> NeuralData:
     -------
     NeuralData
     """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a data name (dirac:..., digits, digits-binarised, mnist[:PATH], "
+                         f"mnist-binarised[:PATH]); got {name!r}")
+    return _prepare_data(name, None if mnist is None else str(mnist))
+
+
+@functools.lru_cache(maxsize=8)
+def _prepare_data(name: str, mnist) -> NeuralData:
     from noisealloc.theory.data_scale import data_scale
     from noisealloc.theory.datasets import load_data, load_digits, load_mnist
     from noisealloc.theory.dirac import DiracMixture
@@ -207,11 +218,17 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
 
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     if schedule == "online":
-        return EntropyRateEstimator(lo, hi, n_bins=int(online_bins))
-    if schedule == "sqrt-pilot":
-        return pilot_schedule(data, lo, hi, **(pilot or {})).schedule
-    return training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels), h_samples=int(h_samples),
-                             rng=np.random.default_rng([DATA_SEED, 3]))
+        return EntropyRateEstimator(lo, hi, n_bins=int(online_bins))  # stateful: never shared
+    key = (data.name, schedule, lo, hi, int(h_levels), int(h_samples), tuple(sorted((pilot or {}).items())))
+    if key not in _SCHEDULES:
+        # Deterministic in its key; a sweep worker computes it once for all seeds (the empirical h of
+        # an image training split costs far more than a short training run).
+        if schedule == "sqrt-pilot":
+            _SCHEDULES[key] = pilot_schedule(data, lo, hi, **(pilot or {})).schedule
+        else:
+            _SCHEDULES[key] = training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels),
+                                                h_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]))
+    return _SCHEDULES[key]
 
 
 @dataclass(frozen=True)
