@@ -52,7 +52,14 @@ from typing import Callable, Optional
 import numpy as np
 from scipy import linalg as sla
 
-from noisealloc.theory.tolerances import EPS, FD_REL_STEP, SANDWICH_ROUNDING_RTOL, SANDWICH_ROUNDING_ULPS, SINGULAR_RCOND
+from noisealloc.theory.tolerances import (
+    E_CLUSTER_RTOL,
+    EPS,
+    FD_REL_STEP,
+    SANDWICH_ROUNDING_RTOL,
+    SANDWICH_ROUNDING_ULPS,
+    SINGULAR_RCOND,
+)
 
 __all__ = [
     "CRITERIA",
@@ -404,7 +411,8 @@ class MinEigenvalueCriterion(Criterion):
 
     Gradient matrix :math:`D_A = -U \operatorname{diag}(s) U^\top` with the soft-min weights
     ``s`` (a one-hot vector when ``mu = 0``: a subgradient); Hessian by Lewis' formula for
-    spectral functions (smoothed only); the relative gap is scaled by :math:`\lambda_{\min}(M)`.
+    spectral functions (``mu > 0``), or by second-order perturbation theory of a simple
+    :math:`\lambda_{\min}` (``mu = 0``); the relative gap is scaled by :math:`\lambda_{\min}(M)`.
 
     Attributes
     ----------
@@ -469,9 +477,16 @@ class MinEigenvalueCriterion(Criterion):
         """
         As = prob.A[idx]
         ev_, U, s = ev.eig
-        if mu <= 0:
-            raise ValueError("the Hessian of 'E' needs a smoothing mu > 0")
         At = np.matmul(np.matmul(U.T, As), U)  # U^T A_j U
+        if mu <= 0:
+            # The exact criterion is smooth where lambda_min is simple: second-order perturbation
+            # theory, d^2(-lambda_0) = 2 sum_{l>0} (u_0^T A_j u_l)(u_0^T A_k u_l) / (lambda_l - lambda_0).
+            if ev_.size > 1 and not ev_[1] - ev_[0] > E_CLUSTER_RTOL * max(abs(ev_[-1]), 1e-300):
+                raise ValueError("the Hessian of the exact 'E' criterion needs a simple smallest eigenvalue "
+                                 f"(lambda_1 - lambda_0 = {ev_[1] - ev_[0]:.3g}); use a smoothing mu > 0")
+            c = At[:, 0, 1:] / np.sqrt(ev_[1:] - ev_[0])
+            H = 2.0 * (c @ c.T)
+            return 0.5 * (H + H.T)
         d = np.einsum("jkk->jk", At)
         F2 = (np.diag(s) - np.outer(s, s)) / mu
         H = d @ F2 @ d.T
@@ -559,17 +574,26 @@ class SandwichCriterion(Criterion):
         DG = 0.5 * (KAK + KAK.T) * 0.5
         if prob.value_scale > 0.0:
             m = M.shape[0]
-            # M_p and G_p are known only to their assembly rounding, a few ulps of their norm (and the
+            # M_p and G_p are known only to their assembly rounding, about an ulp of their norm (and the
             # inverse is backward stable to the same order), so to first order V is uncertain by
-            # <dV/dM, dM> + <dV/dG, dG>.  ||X||_* <= sqrt(m) ||X||_F bounds each pairing cheaply.  The G
-            # term matters at the singular boundary: there K is huge along directions in which G_p is
-            # pure rounding noise, and V computed from that noise can have any value.
+            # |<dV/dM, dM>| + |<dV/dG, dG>| <= u (||M|| ||D_A||_* + ||G_p|| ||D_G||_*).  The G term matters
+            # at the singular boundary: there K is huge along directions in which G_p is pure rounding
+            # noise, and V computed from that noise can have any value.  ||X||_* <= sqrt(m) ||X||_F
+            # gives a cheap bound first; only where it fails are the nuclear norms computed (D_G is
+            # PSD, so its nuclear norm is its trace).
+            unit = SANDWICH_ROUNDING_ULPS * EPS
+            limit = SANDWICH_ROUNDING_RTOL * prob.value_scale
+            nM, nG = np.linalg.norm(M), np.linalg.norm(Gp)
+            D = DA + DG if prob.G is None else DA
             if prob.G is None:
-                pair = np.linalg.norm(M) * np.linalg.norm(DA + DG)
+                err = unit * np.sqrt(m) * nM * np.linalg.norm(D)
             else:
-                pair = np.linalg.norm(M) * np.linalg.norm(DA) + np.linalg.norm(Gp) * np.linalg.norm(DG)
-            err = SANDWICH_ROUNDING_ULPS * EPS * np.sqrt(m) * pair
-            if not err <= SANDWICH_ROUNDING_RTOL * prob.value_scale:
+                err = unit * np.sqrt(m) * (nM * np.linalg.norm(D) + nG * np.linalg.norm(DG))
+            if not err <= limit and np.isfinite(err):
+                err = unit * nM * float(np.abs(np.linalg.eigvalsh(D)).sum())
+                if prob.G is not None:
+                    err += unit * nG * float(np.trace(DG))
+            if not err <= limit:
                 raise SingularMomentError(
                     f"sandwich value {value:.3e} carries a rounding-error bound {err:.2e} > SANDWICH_ROUNDING_RTOL * "
                     f"V(uniform) = {SANDWICH_ROUNDING_RTOL * prob.value_scale:.2e}: the moment matrix is numerically singular"
