@@ -50,14 +50,14 @@ def profile(spec: str, model, lam, *, n_samples: int, rng: int) -> dict:
     Every number comes from :func:`noisealloc.theory.profile.information_profile`; the budget and
     I-MMSE verdicts are its checks' (one rule each, :mod:`noisealloc.theory.information`).
     """
-    from noisealloc.theory.entropic import entropic_pdf_values
+    from noisealloc.theory.entropic import schedule_from_rate
     from noisealloc.theory.profile import information_profile
 
     prof = information_profile(model, lam, n_samples=n_samples, rng=rng, quadrature_interval=BUDGET_INTERVAL,
                                budget_rtol=BUDGET_RTOL, i_mmse_levels=IMMSE_LEVELS)
     h = np.asarray(prof.entropy_rate.value, dtype=np.float64)
     h_se = np.broadcast_to(np.asarray(prof.entropy_rate.stderr, dtype=np.float64), h.shape)
-    _, p = entropic_pdf_values(lam, np.maximum(h, 1e-300), rule="sqrt-entropy", coordinate="lambda")
+    p = schedule_from_rate(lam, h, h_stderr=h_se, rule="sqrt-entropy", coordinate="lambda").pdf
     row = {"spec": spec, "discrete": prof.discrete, "method": prof.method, "h": h, "h_stderr": h_se, "p_sqrt": p,
            "dim": int(model.dim)}
     if prof.discrete:
