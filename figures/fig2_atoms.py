@@ -1,7 +1,7 @@
 """Figure 2: fully coupled optimal allocations are atomic, with their certificates (THEORY.md section 6.2).
 
 For each case (data set x linear-in-parameters denoiser family of :mod:`noisealloc.theory.information_matrices`),
-two optima on a log-SNR grid:
+two optima on a log-SNR grid, each from the optimize chain :func:`noisealloc.solvers.optimize_allocation`:
 
 * the L-optimal allocation :math:`\\min_p \\mathrm{tr}(A_\\omega A_p^{-1})` (the convex surrogate of the
   sandwich, exact when :math:`G = sA`), whose certificate is a rigorous duality gap: the
@@ -45,31 +45,29 @@ def _sizes(quick: bool) -> dict:
 
 
 def solve_case(model, case: dict, lam, *, seed: int) -> dict:
-    """Both optima, certificates and the off-grid check of one case."""
-    from noisealloc.solvers import certify, make_problem, offgrid_check, solve
-    from noisealloc.theory.information_matrices import build_family_matrices
+    """Both optima, certificates and the off-grid check of one case (two calls of the optimize chain).
+
+    A chain that ends without an allocation (status 4, numerically singular) gives ``{"skipped": reason}``.
+    """
+    from noisealloc.solvers import optimize_allocation
     from noisealloc.theory.entropic import entropic_pdf_values
+    from noisealloc.theory.information_matrices import build_family_matrices
 
     prob = build_family_matrices(model, case["family"], lam, data=case["data"], rng=seed, **case["opts"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res_L = solve(prob.A, "L", W=prob.A_eval, grid=prob.lam)
-        res_V = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=prob.lam)
-    reduced = {}
-    try:  # Caratheodory reduction (solvers.support) where the installation has it
-        from noisealloc.solvers.support import reduce_support
-    except ImportError:  # pragma: no cover - older solver layer
-        reduce_support = None
-    w_L = res_L.weights
-    if reduce_support is not None:
-        red = reduce_support(prob.A, w_L, "L", W=prob.A_eval)
-        reduced["L"] = {"n_atoms_before": red.n_atoms_before, "n_atoms_after": red.n_atoms_after,
-                        "value_before": red.value_before, "value_after": red.value_after,
-                        "moment_residual": red.moment_residual}
-        w_L = red.weights
-    cert_L = certify(prob.A, w_L, "L", W=prob.A_eval)
-    p_L = make_problem(prob.A, "L", W=prob.A_eval, grid=prob.lam)
-    og = offgrid_check(p_L, w_L, A_fn=prob.A_of_lam) if prob.A_of_lam is not None else None
+        # L: solve -> Caratheodory reduction -> certificate of the reduced allocation -> off-grid check
+        opt_L = optimize_allocation(prob, "L", exact=False)
+        # sandwich: the solver's allocation and its KKT certificate as they are
+        opt_V = optimize_allocation(prob, "sandwich", reduce=False, offgrid=False, exact=False)
+    for opt in (opt_L, opt_V):
+        if opt.weights is None:
+            return {"skipped": f"criterion {opt.criterion}: {opt.message}"}
+    red = opt_L.reduction
+    reduced = {} if red is None else {"L": {"n_atoms_before": red.n_atoms_before, "n_atoms_after": red.n_atoms_after,
+                                            "value_before": red.value_before, "value_after": red.value_after,
+                                            "moment_residual": red.moment_residual}}
+    og = opt_L.offgrid
     h = prob.entropy_rate
     p_ent = None
     if h is not None and np.any(np.asarray(h) > 0):
@@ -77,7 +75,8 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     out = {"data": case["data"], "family": case["family"], "m": prob.m, "options": case["opts"],
            "p_sqrt_entropic": p_ent, "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
            "reduction": reduced}
-    for key, res, cert, w in (("L", res_L, cert_L, w_L), ("sandwich", res_V, res_V.certificate, res_V.weights)):
+    for key, opt in (("L", opt_L), ("sandwich", opt_V)):
+        res, cert, w = opt.solve_result, opt.certificate, opt.weights
         sup = np.flatnonzero(w > 0)
         out[key] = {
             "weights": w, "support_lam": prob.lam[sup], "support_weights": w[sup],
@@ -91,7 +90,7 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
         }
     if og is not None:
         out["L"]["offgrid"] = {"lam_max": og.lam_max, "sensitivity_max": og.sensitivity_max, "bound": og.bound,
-                               "rel_violation": og.rel_violation, "n_eval": og.n_eval}
+                               "rel_violation": og.rel_violation, "n_eval": og.nfev}
     return out
 
 
@@ -110,7 +109,11 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
         except ValueError as exc:
             skipped.append({"data": case["data"], "family": case["family"], "reason": str(exc)})
             continue
-        rows.append(solve_case(model, case, lam, seed=seed))
+        row = solve_case(model, case, lam, seed=seed)
+        if "skipped" in row:
+            skipped.append({"data": case["data"], "family": case["family"], "reason": row["skipped"]})
+        else:
+            rows.append(row)
     return {"figure": NAME, "lam": lam, "rows": rows, "skipped": skipped, "seed": seed, "quick": quick,
             "sizes": s, "evaluation_weight": "ELBO omega = exp(lam)/2"}
 

@@ -13,10 +13,12 @@ above it in this list, never the package itself):
 * :mod:`~noisealloc.solvers.certificates` -- certificates, off-grid and exact checks;
 * :mod:`~noisealloc.solvers.driver` -- :func:`solve` and :func:`certify`;
 * :mod:`~noisealloc.solvers.values`, :mod:`~noisealloc.solvers.refine`,
-  :mod:`~noisealloc.solvers.theorem1p`.
+  :mod:`~noisealloc.solvers.theorem1p`, :mod:`~noisealloc.solvers.pipeline` (the optimize chain).
 
 Public API:
 
+* :func:`optimize_allocation` -- the optimize chain of a denoiser family in one call: build ->
+  solve -> reduce -> certify -> off-grid (-> exact) (:class:`AllocationResult`);
 * :func:`solve` -- optimal allocation on a grid with a certificate (:class:`SolveResult`);
 * :func:`certify` -- recompute a :class:`Certificate` from ``(problem, weights)`` alone;
   :func:`offgrid_check` and :func:`exact_sensitivity_check` take the same first arguments;
@@ -40,10 +42,12 @@ from noisealloc.solvers._threads import single_blas_thread
 from noisealloc.solvers.certificates import exact_sensitivity_check, offgrid_check
 from noisealloc.solvers.criteria import CRITERIA, SingularMomentError
 from noisealloc.solvers.driver import METHODS, certify, solve
+from noisealloc.solvers.pipeline import optimize_allocation
 from noisealloc.solvers.problem import Problem, make_problem
 from noisealloc.solvers.refine import refine
 from noisealloc.solvers.result import (
     STATUS_MESSAGES,
+    AllocationResult,
     Certificate,
     ExactCertificate,
     OffGridCheck,
@@ -57,6 +61,8 @@ from noisealloc.solvers.theorem1p import reduce_population
 from noisealloc.solvers.values import allocation_value, sandwich_gradient, sandwich_value
 
 __all__ = [
+    "optimize_allocation",
+    "AllocationResult",
     "solve",
     "sandwich_value",
     "sandwich_gradient",

@@ -279,7 +279,7 @@ def offgrid_check_problem(prob: Problem, p: np.ndarray, *, A_fn, G_fn=None, inte
         bound=float(bound),
         violation=float(viol),
         rel_violation=float(viol / sc),
-        n_eval=n_eval[0],
+        nfev=n_eval[0],
         lam_checked=np.asarray(starts),
     )
 

@@ -25,6 +25,7 @@ from noisealloc.solvers import e_optimal, frank_wolfe, multiplicative, rex
 from noisealloc.solvers import polish as polish_mod
 from noisealloc.solvers._threads import single_blas_thread
 from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
+from noisealloc.solvers.criteria import SingularMomentError
 from noisealloc.solvers.problem import (
     Problem,
     as_problem,
@@ -41,6 +42,11 @@ __all__ = ["METHODS", "solve", "certify"]
 
 #: Methods accepted by :func:`solve`.
 METHODS = ("auto", "frank-wolfe", "multiplicative", "rex")
+
+
+#: Extra runs of the main algorithm alone (each to a tenth of the previous gap) when its gap met
+#: tol but the equivalence check did not yet (support atoms not at equal gradient).
+_EQUALITY_ROUNDS = 3
 
 
 def _default_max_iter(method: str) -> int:
@@ -106,7 +112,9 @@ def solve(
     Returns
     -------
     SolveResult
-        ``status`` is a key of ``STATUS_MESSAGES``; ``success`` only when the certificate holds.
+        ``status`` is a key of ``STATUS_MESSAGES``; ``success`` (``status == 0``) only when the
+        certificate's gap and equivalence check hold at ``tol`` (its atom count may exceed
+        Theorem 1's bound at tied optima: :func:`~noisealloc.solvers.reduce_support`).
 
     Raises
     ------
@@ -187,23 +195,38 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveRes
     main_tol = max(tol, 1e-3) if polish else tol
     main_iter = min(max_iter, 40) if polish else max_iter
     status = 1
-    for mu in mus:
+    def main(p, main_tol, mu):
         if method == "multiplicative":
-            p, st = multiplicative.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
-        elif method == "frank-wolfe":
-            p, st = frank_wolfe.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
-        else:
-            p, st = rex.run(prob, p, tol=main_tol, max_iter=main_iter, rng=gen, counters=counters)
-        status = st
+            return multiplicative.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
+        if method == "frank-wolfe":
+            return frank_wolfe.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
+        return rex.run(prob, p, tol=main_tol, max_iter=main_iter, rng=gen, counters=counters)
+
+    for mu in mus:
+        p, status = main(p, main_tol, mu)
         if polish and prob.criterion == "E":
             # non-smooth: primal-dual interior point with column generation
             p, status = e_optimal.run(prob, p, tol=tol, counters=counters)
         elif polish:
             p, status = polish_mod.run(prob, p, tol=tol, mu=mu, counters=counters)
     cert = _certify(prob, p, rtol=tol)
-    # The certificate, not the solver's own bookkeeping, decides convergence.
-    if cert.rel_gap <= tol:
+    # The gap met tol but the gradient is not yet equal on the support: the main algorithm alone
+    # stops on the gap, so it continues to a tenth of the gap, up to _EQUALITY_ROUNDS times.
+    rounds = 0
+    while (not polish and status == 0 and rounds < _EQUALITY_ROUNDS and cert.rel_gap <= tol
+           and not cert.equivalence_ok):
+        rounds += 1
+        p, status = main(p, tol * 0.1**rounds, mus[-1])
+        status = 0 if status == 2 else status  # stalled below tol: the certificate decides
+        cert = _certify(prob, p, rtol=tol, surrogate=cert.surrogate_value)
+    if cert.rel_gap <= tol and not cert.equivalence_ok:
+        p, cert = _restore_equality(prob, p, cert, tol, counters)
+    # The certificate, not the solver's own bookkeeping, decides convergence: the gap and the
+    # equivalence check (equality of the gradient on the support) must both hold.
+    if cert.optimality_ok:
         status = 0
+    elif cert.rel_gap <= tol:
+        status = 3
     elif status == 0:
         status = 2
     support = np.flatnonzero(p > 0)
@@ -218,12 +241,12 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveRes
         value=cert.value,
         gap=cert.gap,
         rel_gap=cert.rel_gap,
-        converged=status == 0,
+        success=status == 0,
         status=status,
         message=message,
-        n_iter=counters["nit"],
-        n_grad=counters["njev"],
-        n_value=counters["nfev"],
+        nit=counters["nit"],
+        njev=counters["njev"],
+        nfev=counters["nfev"],
         method=label,
         criterion=prob.criterion,
         tol=tol,
@@ -232,6 +255,45 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveRes
         certificate=cert,
         seed_state=seed_state,
     )
+
+
+def _restore_equality(prob: Problem, p: np.ndarray, cert: Certificate, tol: float, counters: dict):
+    r"""Close the equivalence check when the gap already met ``tol`` (two attempts, kept only if certified).
+
+    The algorithms stop on the gap :math:`\bar g - \min_i g_i`, in which an atom enters with its
+    weight; the equivalence check asks equal gradients on the whole support, also at atoms of tiny
+    weight (and for E the interior point's duality gap is second order in the error of the
+    weights where :math:`\lambda_{\min}` is simple, the equality first order).
+
+    1. Newton on the support (projected, exact Hessian; for E that of a simple
+       :math:`\lambda_{\min}`) to a tenth of ``tol``;
+    2. if that does not certify, the atoms whose gradient is clearly above the equality level
+       (``g_i - g_bar > tol * scale``: left by the main algorithm) are dropped, then Newton again.
+
+    An optimum on the singular boundary (atoms of ~0 weight that keep M invertible) cannot be
+    certified this way: the input is returned and the status says so.
+    """
+    for attempt in (0, 1):
+        S, q = cert.support, p
+        if attempt == 1:
+            dust = S[cert.g[S] - cert.g_bar > tol * cert.scale]
+            if dust.size == 0 or dust.size == S.size:
+                break
+            q = p.copy()
+            q[dust] = 0.0
+            q /= q.sum()
+            S = np.setdiff1d(S, dust)
+            if not np.isfinite(criterion_value(prob, q)):
+                break
+        try:
+            q, _, _ = polish_mod.newton_on_support(prob, q, S, target=0.1 * tol * cert.scale, mu=0.0,
+                                                   counters=counters)
+        except (ValueError, SingularMomentError):  # E with a repeated lambda_min: no smooth Newton step
+            continue
+        cq = _certify(prob, q, rtol=tol, surrogate=cert.surrogate_value)
+        if cq.optimality_ok:
+            return q, cq
+    return p, cert
 
 
 def surrogate_value(prob: Problem) -> float | None:

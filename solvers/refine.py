@@ -18,13 +18,15 @@ by the caller if wanted (the refined atoms are not on the original grid).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import optimize
 
 from noisealloc.solvers.polish import newton_on_support
 from noisealloc.solvers.problem import criterion_value, make_problem
-from noisealloc.solvers.result import RefineResult
-from noisealloc.theory.errors import as_float_array, check_finite
+from noisealloc.solvers.result import STATUS_MESSAGES, RefineResult
+from noisealloc.theory.errors import ConvergenceWarning, as_float_array, check_finite
 
 __all__ = ["refine"]
 
@@ -58,6 +60,10 @@ def refine(
         ``(lam_lo, lam_hi)``: atoms stay inside.
     G_fn : callable, optional
         ``lam -> G(lam)`` (sandwich).
+    max_sweeps : int
+        Sweep limit (at least 1).
+    rtol : float
+        Stop when a sweep lowers the value by at most ``rtol * |value|``.
     window : float, optional
         Half-width of each atom's search interval (default: half the smallest distance
         between starting atoms, at least 1e-3 of the interval).
@@ -65,7 +71,15 @@ def refine(
     Returns
     -------
     RefineResult
+        ``status`` 0 when the value change per sweep fell below ``rtol``, 1 at the sweep limit.
+
+    Warns
+    -----
+    ConvergenceWarning
+        At the sweep limit (``status`` 1).
     """
+    if not (isinstance(max_sweeps, (int, np.integer)) and max_sweeps >= 1):
+        raise ValueError(f"max_sweeps must be an integer >= 1; got {max_sweeps!r}")
     lam = np.array(as_float_array(lam, "lam"), dtype=float).ravel()
     w = np.array(as_float_array(weights, "weights"), dtype=float).ravel()
     if lam.size == 0 or lam.shape != w.shape:
@@ -121,13 +135,21 @@ def refine(
             break
     order = np.argsort(lam)
     keep = w[order] > 0
+    status = 0 if converged else 1
+    if converged:
+        message = f"converged: value change per sweep below rtol = {rtol:g} after {sweeps} sweeps"
+    else:
+        message = (f"{STATUS_MESSAGES[1]}: sweep limit max_sweeps = {max_sweeps} reached with the value still "
+                   f"changing by more than rtol = {rtol:g} per sweep")
+        warnings.warn(f"refine: {message}", ConvergenceWarning, stacklevel=2)
     return RefineResult(
         lam=lam[order][keep],
         weights=w[order][keep],
         value=float(v),
         value_grid=float(v0),
-        n_sweeps=sweeps,
-        n_eval=n_eval[0],
-        converged=converged,
-        message="value change per sweep below rtol" if converged else "sweep limit reached",
+        success=converged,
+        status=status,
+        message=message,
+        nit=sweeps,
+        nfev=n_eval[0],
     )

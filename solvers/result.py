@@ -2,8 +2,15 @@
 
 :class:`SolveResult` is what :func:`noisealloc.solvers.solve` returns;
 :class:`Certificate` is what :func:`noisealloc.solvers.certify` recomputes from
-``(A, weights)`` alone, so a third party can re-check a claimed optimum without
-re-solving.  Status codes are listed once, in :data:`STATUS_MESSAGES`.
+``(problem, weights)`` alone, so a third party can re-check a claimed optimum without
+re-solving; :class:`AllocationResult` is the whole optimize chain
+(:func:`noisealloc.solvers.optimize_allocation`).
+
+Every solver result speaks SciPy's vocabulary: ``x`` (the weights), ``fun`` (the value, where
+there is one), ``success``, ``status``, ``message``, ``nit`` (iterations), ``nfev``
+(criterion or curve evaluations) and, for the allocation solver, ``njev`` (full gradient
+evaluations).  Status codes are listed once, in :data:`STATUS_MESSAGES`, and every result uses
+that table.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import numpy as np
 
 __all__ = [
     "STATUS_MESSAGES",
+    "AllocationResult",
     "Certificate",
     "OffGridCheck",
     "ExactCertificate",
@@ -24,11 +32,16 @@ __all__ = [
     "Theorem1pResult",
 ]
 
-#: One status table for every solver in this package.
+#: One status table for every solver in this package (``success`` is ``status == 0``).
 STATUS_MESSAGES = {
     0: "converged: certified relative gap <= tol",
     1: "iteration limit reached before the certified gap met tol",
     2: "stalled: no further decrease is possible in floating point before tol was met",
+    3: "certificate failed: the gap met tol but the equivalence check did not (the gradient is not equal on the "
+       "support; typically atoms of ~0 weight that keep the moment matrix invertible at an optimum on the "
+       "singular boundary)",
+    4: "numerically singular: the moment matrix is singular in floating point at the allocation",
+    5: "fallback: the primary method failed; the result comes from the fallback method and was re-checked",
 }
 
 
@@ -50,7 +63,7 @@ class OffGridCheck:
         maximisation found the global maximum.
     rel_violation : float
         ``violation / scale``.
-    n_eval : int
+    nfev : int
         Number of evaluations of the matrix curve.
     lam_checked : ndarray
         Points where local maximisation was started (midpoints of bracketing intervals).
@@ -61,7 +74,7 @@ class OffGridCheck:
     bound: float
     violation: float
     rel_violation: float
-    n_eval: int
+    nfev: int
     lam_checked: np.ndarray
 
 
@@ -173,9 +186,19 @@ class Certificate:
     exact: Optional[ExactCertificate] = None
 
     @property
+    def optimality_ok(self) -> bool:
+        """The optimality (convex) or KKT (sandwich) certificate holds: relative gap within ``rtol``
+        and the equivalence check passed.  What a solver's ``success`` requires."""
+        return bool(self.rel_gap <= self.rtol and self.equivalence_ok)
+
+    @property
     def certified(self) -> bool:
-        """Relative gap within ``rtol``, equivalence check passed and atom count within the bound."""
-        return bool(self.rel_gap <= self.rtol and self.equivalence_ok and self.atoms_ok)
+        """:attr:`optimality_ok` and the atom count within Theorem 1's bound.
+
+        A solver's optimum may carry more atoms than the bound (tied levels); it is still
+        optimal, and :func:`~noisealloc.solvers.reduce_support` brings it within the bound.
+        """
+        return bool(self.optimality_ok and self.atoms_ok)
 
 
 @dataclass(frozen=True)
@@ -194,16 +217,17 @@ class SolveResult:
         :math:`\Phi(p)` (the criterion value, regularisation included).
     gap, rel_gap : float
         Certified gap (see :class:`Certificate`) and ``gap / scale``.
-    converged : bool
-        ``status == 0`` (scipy's ``success``).
+    success : bool
+        ``status == 0``: the certificate's :attr:`Certificate.optimality_ok` holds at ``tol``.
     status : int
-        Key of :data:`STATUS_MESSAGES`.
+        Key of :data:`STATUS_MESSAGES`: 0 converged, 1 iteration limit, 2 stalled, 3 the gap met
+        ``tol`` but the equivalence check failed.
     message : str
-    n_iter : int
+    nit : int
         Iterations of the main algorithm plus Newton steps of the polish.
-    n_grad : int
+    njev : int
         Full gradient evaluations (each one GEMV over all n candidates).
-    n_value : int
+    nfev : int
         Criterion evaluations (line searches, backtracking).
     method : str
         E.g. ``'multiplicative+polish'``.
@@ -223,12 +247,12 @@ class SolveResult:
     value: float
     gap: float
     rel_gap: float
-    converged: bool
+    success: bool
     status: int
     message: str
-    n_iter: int
-    n_grad: int
-    n_value: int
+    nit: int
+    njev: int
+    nfev: int
     method: str
     criterion: str
     tol: float
@@ -237,20 +261,8 @@ class SolveResult:
     certificate: Certificate
     seed_state: object = None
 
-    @property
-    def success(self) -> bool:
-        """Alias of ``converged`` (SciPy's name)."""
-        return self.converged
-
-    @property
-    def x(self) -> np.ndarray:
-        """Alias of ``weights`` (SciPy's name)."""
-        return self.weights
-
-    @property
-    def fun(self) -> float:
-        """Alias of ``value`` (SciPy's name)."""
-        return self.value
+    x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
+    fun = property(lambda self: self.value, doc="Alias of ``value`` (SciPy's name).")
 
 
 @dataclass(frozen=True)
@@ -260,11 +272,23 @@ class ReductionResult:
     Attributes
     ----------
     weights : ndarray, shape (n,)
+        The reduced allocation (``x``).
     support : ndarray of int
     value_before, value_after : float
+        Criterion values before and after (``fun`` is ``value_after``).
     n_atoms_before, n_atoms_after : int
     moment_residual : float
         Max-norm of the change of the moment matrices (Caratheodory keeps them; 0 up to rounding).
+    success : bool
+        ``status == 0`` (a reduction never fails: when rounding would raise the value the input
+        is returned, and ``message`` says so).
+    status : int
+        Key of :data:`STATUS_MESSAGES` (always 0).
+    message : str
+    nit : int
+        Atoms removed (one per elimination or merge step).
+    nfev : int
+        Criterion evaluations.
     """
 
     weights: np.ndarray
@@ -274,6 +298,14 @@ class ReductionResult:
     n_atoms_before: int
     n_atoms_after: int
     moment_residual: float
+    success: bool = True
+    status: int = 0
+    message: str = ""
+    nit: int = 0
+    nfev: int = 0
+
+    x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
+    fun = property(lambda self: self.value_after, doc="Alias of ``value_after`` (SciPy's name).")
 
 
 @dataclass(frozen=True)
@@ -285,24 +317,34 @@ class RefineResult:
     lam : ndarray, shape (k,)
         Atom positions (continuous, inside the interval).
     weights : ndarray, shape (k,)
+        Their weights (``x``).
     value : float
+        Criterion value at the refined atoms (``fun``).
     value_grid : float
         Value of the grid solution the refinement started from.
-    n_sweeps : int
-    n_eval : int
-        Evaluations of the matrix curve.
-    converged : bool
+    success : bool
+        ``status == 0``.
+    status : int
+        Key of :data:`STATUS_MESSAGES`: 0 the value change per sweep fell below ``rtol``, 1 sweep limit.
     message : str
+    nit : int
+        Sweeps.
+    nfev : int
+        Evaluations of the matrix curve.
     """
 
     lam: np.ndarray
     weights: np.ndarray
     value: float
     value_grid: float
-    n_sweeps: int
-    n_eval: int
-    converged: bool
+    success: bool
+    status: int
     message: str
+    nit: int
+    nfev: int
+
+    x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
+    fun = property(lambda self: self.value, doc="Alias of ``value`` (SciPy's name).")
 
 
 @dataclass(frozen=True)
@@ -319,9 +361,15 @@ class Theorem1pResult:
     n_atoms : int
     atom_bound : int
         ``m + 1``.
+    success : bool
+        The reduction checks: at most ``m + 1`` atoms and ``residual`` within
+        ``RESIDUAL_RTOL`` (:mod:`~noisealloc.solvers.theorem1p`) of the largest gradient entry.
     status : int
-        0 success, 1 the LP failed and Caratheodory elimination was used.
+        Key of :data:`STATUS_MESSAGES`: 0 the LP (HiGHS dual simplex) gave the vertex, 5 the LP
+        failed and Caratheodory elimination (the fallback) was used.
     message : str
+    nit : int
+        Simplex iterations of the LP.
     """
 
     weights: np.ndarray
@@ -329,5 +377,98 @@ class Theorem1pResult:
     residual: float
     n_atoms: int
     atom_bound: int
+    success: bool
     status: int
     message: str
+    nit: int = 0
+
+    x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
+
+
+@dataclass(frozen=True)
+class AllocationResult:
+    r"""Result of the optimize chain :func:`noisealloc.solvers.optimize_allocation`.
+
+    build -> solve -> reduce (Carathéodory) -> certify the reduced allocation -> off-grid check
+    (-> exact sympy check); every stage's own result is kept.
+
+    Attributes
+    ----------
+    weights : ndarray, shape (n,) or None
+        The final allocation on the grid (reduced when ``reduce``; ``x``); None when the solve
+        failed (``status`` 4).
+    support : ndarray of int
+        Indices with positive weight.
+    lam : ndarray
+        The atoms, ``grid[support]``.
+    value : float
+        :math:`\Phi` of the final allocation (``fun``; ``inf`` when singular).
+    success : bool
+        ``status == 0``: the solve converged and the final allocation's certificate holds
+        (:attr:`Certificate.optimality_ok`).
+    status : int
+        Key of :data:`STATUS_MESSAGES`: the solve's status, 3 when the re-certified final
+        allocation fails the equivalence check, 4 when the moment matrix is numerically singular
+        wherever the solver could start (no allocation).
+    message : str
+    criterion : str
+    matrices : FamilyMatrices
+        The information matrices the problem was built from (:mod:`noisealloc.theory.information_matrices`).
+    problem : Problem or None
+        The validated problem (with the grid).
+    solve_result : SolveResult or None
+        The solver's result (its own certificate is of the unreduced allocation).
+    reduction : ReductionResult or None
+        The Carathéodory reduction (None when not asked, or when it met a singular matrix).
+    certificate : Certificate or None
+        Certificate of the final allocation, recomputed from it alone.
+    offgrid : OffGridCheck or None
+    exact : ExactCertificate or None
+    atom_bound : int
+        Theorem 1's bound of the problem (:attr:`Problem.atom_bound`).
+    polish_fallback : bool
+        The Newton polish met a singular moment matrix and the main algorithm's allocation was
+        used instead.
+    error : str or None
+        ``"<ExceptionType>: <message>"`` of the failure behind status 4.
+    timings : dict
+        Seconds per stage (``build``, ``solve``, ``reduce``, ``certify``, ``offgrid``, ``exact``).
+    """
+
+    weights: Optional[np.ndarray]
+    support: np.ndarray
+    lam: np.ndarray
+    value: float
+    success: bool
+    status: int
+    message: str
+    criterion: str
+    matrices: object
+    problem: object
+    solve_result: Optional[SolveResult]
+    reduction: Optional[ReductionResult]
+    certificate: Optional[Certificate]
+    offgrid: Optional[OffGridCheck]
+    exact: Optional[ExactCertificate]
+    atom_bound: int
+    polish_fallback: bool = False
+    error: Optional[str] = None
+    timings: dict = field(default_factory=dict)
+
+    x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
+    fun = property(lambda self: self.value, doc="Alias of ``value`` (SciPy's name).")
+
+    @property
+    def nit(self) -> int:
+        """Iterations of the solve (0 if it failed)."""
+        return 0 if self.solve_result is None else self.solve_result.nit
+
+    @property
+    def nfev(self) -> int:
+        """Criterion evaluations of the solve (0 if it failed)."""
+        return 0 if self.solve_result is None else self.solve_result.nfev
+
+    @property
+    def njev(self) -> int:
+        """Full gradient evaluations of the solve (0 if it failed)."""
+        return 0 if self.solve_result is None else self.solve_result.njev

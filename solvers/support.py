@@ -141,17 +141,29 @@ def reduce_support(problem, weights, criterion: str | None = None, *, W=None, G=
     v1 = evaluate(prob, q).value
     # The moments are kept exactly up to rounding, so the value can only move by rounding
     # amplified by the conditioning of M; anything beyond REDUCTION_RTOL is refused.
-    if v1 > v0 + REDUCTION_RTOL * max(abs(v0), 1.0):
+    refused = bool(v1 > v0 + REDUCTION_RTOL * max(abs(v0), 1.0))
+    if refused:
         q, v1 = p, v0
     resid = float(np.max(np.abs(q @ V - p @ V)))
+    k0, k1 = int(np.count_nonzero(p)), int(np.count_nonzero(q))
+    if refused:
+        message = ("reduction refused: rounding would raise the value by more than REDUCTION_RTOL; "
+                   "the input allocation is returned")
+    else:
+        message = f"Caratheodory reduction from {k0} to {k1} atoms (moment residual {resid:.2e})"
     return ReductionResult(
         weights=q,
         support=np.flatnonzero(q > 0),
         value_before=float(v0),
         value_after=float(v1),
-        n_atoms_before=int(np.count_nonzero(p)),
-        n_atoms_after=int(np.count_nonzero(q)),
+        n_atoms_before=k0,
+        n_atoms_after=k1,
         moment_residual=resid,
+        success=True,
+        status=0,
+        message=message,
+        nit=k0 - k1,
+        nfev=2,
     )
 
 
@@ -193,6 +205,8 @@ def merge_atoms(
     S = np.flatnonzero(p > 0)
     clusters = np.split(S, np.flatnonzero(np.diff(S) > max_gap) + 1) if S.size else []
     q = p.copy()
+    nfev = 1
+    merged = 0
     for cl in clusters:
         if cl.size < 2:
             continue
@@ -205,19 +219,28 @@ def merge_atoms(
             try:
                 trial, _, _ = newton_on_support(prob, trial, sup, target=0.1 * budget)
                 val = evaluate(prob, trial).value
+                nfev += 1
             except np.linalg.LinAlgError:
                 continue
             if best is None or val < best[0]:
                 best = (val, trial)
         if best is not None and best[0] <= v0 + budget:
             q = best[1]
+            merged += 1
     v1 = evaluate(prob, q).value
+    k1 = int(np.count_nonzero(q))
     return ReductionResult(
         weights=q,
         support=np.flatnonzero(q > 0),
         value_before=float(v0),
         value_after=float(v1),
         n_atoms_before=int(S.size),
-        n_atoms_after=int(np.count_nonzero(q)),
+        n_atoms_after=k1,
         moment_residual=float(np.max(np.abs(moment_vectors(prob.A, prob.G).T @ (q - p)))),
+        success=True,
+        status=0,
+        message=f"merged {merged} clusters of adjacent atoms: {int(S.size)} -> {k1} atoms "
+                f"(value {v0:.6g} -> {v1:.6g}, allowed rise rtol * scale = {budget:.2e})",
+        nit=merged,
+        nfev=nfev + 1,
     )

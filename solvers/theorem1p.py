@@ -18,14 +18,21 @@ more than ``m + 1`` atoms (degenerate ties), Carathéodory elimination finishes.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.optimize import linprog
 
-from noisealloc.solvers.result import Theorem1pResult
+from noisealloc.solvers.result import STATUS_MESSAGES, Theorem1pResult
 from noisealloc.solvers.support import caratheodory
-from noisealloc.theory.errors import as_float_array, check_finite
+from noisealloc.theory.errors import ConvergenceWarning, as_float_array, check_finite
 
 __all__ = ["reduce_population"]
+
+#: A reduction succeeds when its residual is at most this times the largest |gradient entry|:
+#: the final weights solve the equality system on the support by least squares, accurate to a
+#: few hundred ulps of its entries (1e-10 leaves a wide margin while catching a wrong vertex).
+RESIDUAL_RTOL = 1e-10
 
 
 def reduce_population(grads, p) -> Theorem1pResult:
@@ -42,7 +49,17 @@ def reduce_population(grads, p) -> Theorem1pResult:
     -------
     Theorem1pResult
         ``weights`` ``q`` (support inside that of ``p``), ``residual``
-        :math:`\|\sum q_i \nabla_i - \sum p_i \nabla_i\|_\infty`.
+        :math:`\|\sum q_i \nabla_i - \sum p_i \nabla_i\|_\infty`; ``status`` 0 (LP vertex) or
+        5 (the LP failed, Caratheodory elimination used); ``success`` when the result checks.
+
+    References
+    ----------
+    THEORY.md section 4 (a), Theorem 1' (population form).
+
+    Warns
+    -----
+    ConvergenceWarning
+        When the result fails its check (``success`` False).
 
     Examples
     --------
@@ -74,7 +91,7 @@ def reduce_population(grads, p) -> Theorem1pResult:
         q[S] = np.maximum(res.x, 0.0)
         q /= q.sum()
     else:
-        status, message = 1, f"HiGHS failed ({res.message}); Caratheodory elimination used"
+        status, message = 5, f"{STATUS_MESSAGES[5]} (HiGHS failed: {res.message}; Caratheodory elimination used)"
         q = p.copy()
     V = np.concatenate([grads, np.ones((n, 1))], axis=1)
     if np.count_nonzero(q) > m + 1:
@@ -89,12 +106,19 @@ def reduce_population(grads, p) -> Theorem1pResult:
         q = np.zeros(n)
         q[Sq] = sol
     resid = float(np.max(np.abs(q @ grads - target)))
+    n_atoms = int(np.count_nonzero(q))
+    success = bool(n_atoms <= m + 1 and resid <= RESIDUAL_RTOL * max(float(np.max(np.abs(grads))), np.finfo(float).tiny))
+    if not success:
+        message += f"; check failed: {n_atoms} atoms (bound {m + 1}), residual {resid:.2e}"
+        warnings.warn(f"reduce_population: {message}", ConvergenceWarning, stacklevel=2)
     return Theorem1pResult(
         weights=q,
         support=np.flatnonzero(q > 0),
         residual=resid,
-        n_atoms=int(np.count_nonzero(q)),
+        n_atoms=n_atoms,
         atom_bound=m + 1,
+        success=success,
         status=status,
         message=message,
+        nit=int(getattr(res, "nit", 0) or 0),
     )

@@ -17,3 +17,12 @@ def test_bench_solver_tiny(capsys):
         assert f"{name}" in out and "certified rel gap" in out
     assert out.count("ours:") == 6
     assert "scaling" in out
+
+
+def test_bench_solver_measure_returns_certified_rows():
+    r = bench_solver.measure(("rank3",), (40, 80), use_cvxpy=False)
+    assert [row.n for row in r.rows] == [40, 80] and not r.cvxpy_available
+    for row in r.rows:
+        assert row.certificate.certified or row.certificate.optimality_ok
+        assert row.n_reduced <= row.certificate.atom_bound and row.njev > 0 and row.cvxpy is None
+    assert set(r.scaling) == {"rank3"} and r.scaling["rank3"][:2] == (40, 80)

@@ -113,7 +113,7 @@ def test_exact_sympy_certificate():
     """A(lam) rational in snr = e^lam: exact real-root isolation proves the sensitivity bound."""
     s, A_sym, lam, A = _rational_problem()
     res = solve(A, "D", grid=lam)
-    assert res.converged
+    assert res.success
     cert = certify(A, res.weights, "D", grid=lam, A_sym=A_sym, snr=s, interval=(-4, 4))
     assert cert.exact.holds
     # the uniform allocation violates the inequality somewhere: the check must say so

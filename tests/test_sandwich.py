@@ -54,7 +54,7 @@ def test_kkt_stationarity(curve):
     G, A_eval = _sandwich_data(lam, A)
     res = solve(A, "sandwich", G=G, A_eval=A_eval, grid=lam)
     cert = res.certificate
-    assert res.converged and cert.kind == "kkt"
+    assert res.success and cert.kind == "kkt"
     assert cert.rel_gap <= KKT_RTOL and cert.equivalence_ok
     m = A.shape[1]
     assert cert.atom_bound == m * (m + 1) + 1
@@ -118,7 +118,7 @@ def _simulate(p, N, n_seeds, seed):
 def _check_simulation(N, n_seeds):
     lam, S, s, A, G, A_w, theta0 = _linear_gaussian_model()
     res = solve(A, "sandwich", G=G, A_eval=A_w, grid=lam)
-    assert res.converged
+    assert res.success
     uniform = np.full(lam.size, 1.0 / lam.size)
     for p, V in ((res.weights, res.value), (uniform, certify(A, uniform, "sandwich", G=G, A_eval=A_w).value)):
         mean, se = _simulate(p, N, n_seeds, seed=2024)
@@ -156,7 +156,7 @@ def test_many_identical_exact_levels_still_certify(seed, n_exact):
     A[n_low:] = np.eye(m)
     A_eval = np.einsum("i,ijk->jk", 0.5 * np.exp(lam) / lam.size, A)
     res = solve(A, "sandwich", G=G, A_eval=A_eval, grid=lam)
-    assert res.status == 0 and res.converged
+    assert res.status == 0 and res.success
     cert = certify(A, res.weights, "sandwich", G=G, A_eval=A_eval)  # recomputed from scratch
     assert cert.rel_gap <= KKT_RTOL
     uniform = criterion_value(make_problem(A, "sandwich", G=G, A_eval=A_eval), np.full(lam.size, 1.0 / lam.size))
@@ -175,7 +175,7 @@ def test_posterior_weight_model_with_exact_high_snr_levels():
     prob = build_family_matrices(load_data("dirac:K=3,D=1,sep=2,seed=0"), "posterior-weights", lam, rng=0)
     assert np.all([np.trace(g) == 0.0 for g in prob.G[lam >= 11.0]])  # the premise: exact levels
     res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval, grid=prob.lam)
-    assert res.converged
+    assert res.success
     assert res.value == 0.0
     assert res.weights[lam < 5.0].sum() == 0.0
 

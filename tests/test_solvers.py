@@ -65,7 +65,7 @@ def test_convex_certified_gap_every_method(method, crit, curve):
     kw = _extra(crit, m, np.random.default_rng(lam.size))
     res = solve(A, crit, method=method, grid=lam, rng=3, **kw)
     cert = res.certificate
-    assert res.converged and res.status == 0, res.message
+    assert res.success and res.status == 0, res.message
     assert cert.rel_gap <= FW_GAP_RTOL
     assert cert.equivalence_ok
     assert np.all(res.weights >= 0) and abs(res.weights.sum() - 1) < 1e-12
@@ -109,7 +109,7 @@ def test_textbook_d_optimal_polynomial(d):
     x = np.union1d(np.linspace(-1, 1, 201), pts)
     F = np.vander(x, d + 1, increasing=True)
     res = solve(F[:, :, None] * F[:, None, :], "D", grid=x)
-    assert res.converged
+    assert res.success
     np.testing.assert_allclose(np.sort(res.lam), pts, atol=1e-12)
     # weights converge like sqrt(gap); 1e-6 is far below the gap between 1/(d+1) values
     np.testing.assert_allclose(res.weights[res.support], 1.0 / (d + 1), atol=1e-6)
@@ -149,7 +149,7 @@ def test_textbook_a_optimal_quadratic():
     xg = np.linspace(-1, 1, 41)
     F = np.stack([np.ones_like(xg), xg, xg**2], 1)
     res = solve(F[:, :, None] * F[:, None, :], "A", grid=xg)
-    assert res.converged
+    assert res.success
     np.testing.assert_allclose(res.lam, [-1, 0, 1], atol=0)
     np.testing.assert_allclose(res.weights[res.support], [0.25, 0.5, 0.25], atol=1e-7)
     np.testing.assert_allclose(res.value, float(Minv.trace()), rtol=1e-12)
@@ -161,7 +161,7 @@ def test_nonconvergence_sets_status_and_warns():
     A = F[:, :, None] * F[:, None, :]
     with pytest.warns(ConvergenceWarning, match="iteration limit"):
         res = solve(A, "A", method="multiplicative", polish=False, max_iter=3)
-    assert res.status == 1 and not res.converged
+    assert res.status == 1 and not res.success
     assert res.rel_gap > FW_GAP_RTOL
     assert res.method == "multiplicative"
 
@@ -171,7 +171,7 @@ def test_without_polish_frank_wolfe_still_certifies_loose_tol():
     F = np.polynomial.chebyshev.chebvander(x, 3)
     A = F[:, :, None] * F[:, None, :]
     res = solve(A, "D", method="frank-wolfe", polish=False, tol=1e-4, max_iter=5000)
-    assert res.converged and res.rel_gap <= 1e-4
+    assert res.success and res.rel_gap <= 1e-4
 
 
 def test_rex_same_seed_same_output():
@@ -207,7 +207,7 @@ def test_e_optimal_certificate_is_rigorous_diagonal():
     phi_star = -lp.x[-1]
     for method in E_METHODS:
         res = solve(A, "E", method=method)
-        assert res.converged and res.rel_gap <= FW_GAP_RTOL
+        assert res.success and res.rel_gap <= FW_GAP_RTOL
         assert res.value - phi_star <= res.gap + 1e-12
         assert res.value >= phi_star - 1e-9
         # HiGHS solves the LP to ~1e-9; the certified gap is 1e-8 relative
@@ -329,7 +329,7 @@ def test_e_optimal_certified_gap_every_method(method, curve):
     m = A.shape[1]
     res = solve(A, "E", method=method, grid=lam)
     cert = res.certificate
-    assert res.converged and res.status == 0, res.message
+    assert res.success and res.status == 0, res.message
     assert cert.rel_gap <= FW_GAP_RTOL
     assert cert.equivalence_ok and cert.atoms_ok
     assert np.all(res.weights >= 0) and abs(res.weights.sum() - 1) < 1e-12
@@ -370,7 +370,7 @@ def test_textbook_e_optimal_quadratic():
     A = F[:, :, None] * F[:, None, :]
     for method in E_METHODS:
         res = solve(A, "E", grid=xg, method=method)
-        assert res.converged and res.rel_gap <= FW_GAP_RTOL
+        assert res.success and res.rel_gap <= FW_GAP_RTOL
         np.testing.assert_allclose(res.lam, [-1, 0, 1], atol=0)
         # lambda_min is simple here, so it is stationary (second order) along the face of
         # the support: weights are determined to ~ sqrt(gap), far below the 1/5 spacing
@@ -399,7 +399,7 @@ def test_e_optimal_repeated_eigenvalue_anisotropic_dual():
     np.testing.assert_allclose(cert.value, -0.8, rtol=1e-14)
     for method in E_METHODS:
         res = solve(A, "E", grid=th, method=method)
-        assert res.converged and res.rel_gap <= FW_GAP_RTOL
+        assert res.success and res.rel_gap <= FW_GAP_RTOL
         np.testing.assert_allclose(res.value, -0.8, rtol=1e-9)
         # every E-optimal M here is 4/5 I (lambda_min = tr M / 2 needs equal eigenvalues)
         M = np.einsum("i,ijk->jk", res.weights, A)
@@ -416,7 +416,7 @@ def test_e_optimal_triple_eigenvalue_circle():
     F = np.stack([np.ones_like(th), np.sqrt(2) * np.cos(th), np.sqrt(2) * np.sin(th)], 1)
     A = F[:, :, None] * F[:, None, :]
     res = solve(A, "E", grid=th)
-    assert res.converged and res.rel_gap <= FW_GAP_RTOL
+    assert res.success and res.rel_gap <= FW_GAP_RTOL
     np.testing.assert_allclose(res.value, -1.0, rtol=1e-9)
     np.testing.assert_allclose(np.einsum("i,ijk->jk", res.weights, A), np.eye(3), atol=1e-8)
     np.testing.assert_allclose(res.certificate.dual_matrix, np.eye(3) / 3, atol=1e-6)
@@ -442,7 +442,7 @@ def test_e_optimal_against_cvxpy_sdp():
         prob.solve(solver="CLARABEL")
         ref = -float(t.value)
         res = solve(A, "E", grid=lam)
-        assert res.converged
+        assert res.success
         # ours is certified to 1e-8; the reference is an interior point to ~1e-7
         assert res.value <= ref + 1e-6 * abs(ref)
         assert res.value - ref <= res.gap + 1e-6 * abs(ref)
@@ -456,7 +456,7 @@ def test_degree_19_chebyshev_a_optimal_certifies_on_a_fine_grid():
 
     _, A = problem("cheb19", 20_000)
     res = solve(A, "A")
-    assert res.converged and res.rel_gap <= FW_GAP_RTOL
+    assert res.success and res.rel_gap <= FW_GAP_RTOL
     cert = certify(A, res.weights, "A")  # recomputed from scratch
     assert cert.rel_gap <= FW_GAP_RTOL and cert.equivalence_ok
 
@@ -474,4 +474,8 @@ def test_regularised_spline_problem_is_not_rejected_by_the_condition_estimate():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the ridge is announced by a RegularizationWarning
         res = solve(prob.A, "L", W=prob.A_eval, grid=lam)
-    assert res.converged and res.rel_gap <= FW_GAP_RTOL
+    # The regression: no crash, and the certified gap meets 1e-8.  Whether the equality on the support
+    # also holds is what success reports (issue 11): here the lowest-SNR atom, weight ~8e-5 in a
+    # ridge-regularised m = 64 problem, stays ~1e-7 (relative) above the equality level.
+    assert res.rel_gap <= FW_GAP_RTOL
+    assert res.status in (0, 3) and res.success == res.certificate.optimality_ok

@@ -21,18 +21,32 @@ A-optimal design,
 second-order cone programming", J. Stat. Plan. Inference 141), and both allocations
 are certified by the same code (:func:`noisealloc.solvers.certify`).  Times are
 wall-clock in this run; the ratio is CVXPY time / our time.
+
+:func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; :func:`run` (with
+:func:`add_arguments`) is the ``noisealloc bench solver`` front end that prints it.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["add_arguments", "run", "problem"]
+__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "add_arguments", "run"]
 
 
 def add_arguments(parser) -> None:
+    """Arguments of ``noisealloc bench solver``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+
+    Returns
+    -------
+    None
+    """
     parser.add_argument("--sizes", default="500,2000,20000", help="comma-separated grid sizes n (default 500,2000,20000)")
     parser.add_argument("--no-cvxpy", action="store_true", help="skip the CVXPY + Clarabel baseline")
     parser.add_argument("--cvxpy-sizes", default="500,2000", help="sizes at which CVXPY runs (default 500,2000)")
@@ -40,7 +54,20 @@ def add_arguments(parser) -> None:
 
 
 def problem(name: str, n: int):
-    """``(grid, A)`` of a benchmark problem; ``A`` has shape (n, m, m)."""
+    """Grid and matrices of a benchmark problem.
+
+    Parameters
+    ----------
+    name : {'cheb19', 'rank3', 'model-like'}
+        Problem (module docstring).
+    n : int
+        Grid size.
+
+    Returns
+    -------
+    grid : ndarray, shape (n,)
+    A : ndarray, shape (n, m, m)
+    """
     if name == "cheb19":
         x = np.linspace(-1.0, 1.0, n)
         F = np.polynomial.chebyshev.chebvander(x, 19)
@@ -76,26 +103,93 @@ def _cvxpy_socp(x_grid, deg=19):
     return w / w.sum(), prob.status
 
 
-def run(args) -> int:
-    from noisealloc.solvers import certify, solve
-    from noisealloc.solvers.support import merge_atoms, reduce_support
+@dataclass(frozen=True)
+class SolverBenchRow:
+    """One benchmark run (our solver, and the CVXPY baseline where it ran).
 
-    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    Attributes
+    ----------
+    name : str
+    n, m : int
+        Grid size and parameter count.
+    seconds : float
+        Wall time of :func:`noisealloc.solvers.solve`.
+    certificate : Certificate
+        Recomputed from the allocation alone (:func:`noisealloc.solvers.certify`).
+    n_reduced, n_merged : int
+        Atoms after Carathéodory reduction and after merging adjacent atoms.
+    merge_rel_increase : float
+        Relative value increase of the merge (its O(h^2) cost).
+    njev : int
+        Full gradient evaluations of the solve.
+    cvxpy : dict or None
+        ``seconds``, ``status``, ``certificate``, ``n_atoms`` (weights > 1e-9 max) and ``ratio``
+        (CVXPY time / ours) where the baseline ran.
+    """
+
+    name: str
+    n: int
+    m: int
+    seconds: float
+    certificate: object
+    n_reduced: int
+    n_merged: int
+    merge_rel_increase: float
+    njev: int
+    cvxpy: dict | None = None
+
+
+@dataclass(frozen=True)
+class SolverBenchResult:
+    """Result of :func:`measure`.
+
+    Attributes
+    ----------
+    rows : list of SolverBenchRow
+    scaling : dict
+        ``name -> (n0, n1, time(n1) / time(n0))`` for problems run at two sizes or more.
+    cvxpy_available : bool
+    """
+
+    rows: list
+    scaling: dict = field(default_factory=dict)
+    cvxpy_available: bool = False
+
+
+def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000), *, cvxpy_sizes=(500, 2000),
+            use_cvxpy: bool = True) -> SolverBenchResult:
+    """Run the benchmark: our A-optimal solver (and CVXPY + Clarabel on ``cheb19``), certified alike.
+
+    Parameters
+    ----------
+    problems : sequence of str
+        Problem names (see :func:`problem`).
+    sizes : sequence of int
+        Grid sizes (each >= 2).
+    cvxpy_sizes : sequence of int
+        Sizes at which the CVXPY baseline runs (``cheb19`` only).
+    use_cvxpy : bool
+        Run the baseline when cvxpy and clarabel are installed.
+
+    Returns
+    -------
+    SolverBenchResult
+    """
+    from noisealloc.solvers import certify, merge_atoms, reduce_support, solve
+
+    sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 2:
-        raise ValueError(f"--sizes must be integers >= 2; got {args.sizes!r}")
-    cv_sizes = [int(s) for s in str(getattr(args, "cvxpy_sizes", "500,2000")).split(",") if s.strip()]
-    problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
+        raise ValueError(f"sizes must be integers >= 2; got {sizes!r}")
     have_cvxpy = False
-    if not args.no_cvxpy:
+    if use_cvxpy:
         try:
             import clarabel  # noqa: F401
             import cvxpy  # noqa: F401
 
             have_cvxpy = True
         except ImportError:
-            print("CVXPY baseline: cvxpy and/or clarabel are missing (pip install cvxpy clarabel); skipped")
-    print("A-optimal design (W = I); ours = multiplicative + Newton polish, certified by noisealloc.solvers.certify")
-    ours_times = {}
+            have_cvxpy = False
+    rows, times = [], {}
     for name in problems:
         for n in sizes:
             lam, A = problem(name, n)
@@ -104,28 +198,63 @@ def run(args) -> int:
             t_ours = time.perf_counter() - t0
             cert = certify(A, res.weights, "A")
             red = reduce_support(A, res.weights, "A")
-            mer = merge_atoms(A, red.weights, "A", rtol=1e-6)  # O(h^2) cost of collapsing split atoms, printed
-            ours_times[(name, n)] = t_ours
-            print(
-                f"{name:10s} n={n:6d} m={A.shape[1]:2d}  ours: {t_ours:8.3f} s  certified rel gap {cert.rel_gap:.2e}  "
-                f"equivalence {'ok' if cert.equivalence_ok else 'FAILED'}  atoms {cert.n_atoms} -> reduced {red.n_atoms_after} "
-                f"-> merged {mer.n_atoms_after} (value +{(mer.value_after - mer.value_before) / abs(mer.value_before):.1e} rel; "
-                f"bound {cert.atom_bound})  grads {res.n_grad}"
-            )
-            if name == "cheb19" and have_cvxpy and n in cv_sizes:
+            mer = merge_atoms(A, red.weights, "A", rtol=1e-6)  # O(h^2) cost of collapsing split atoms
+            times[(name, n)] = t_ours
+            cv = None
+            if name == "cheb19" and have_cvxpy and n in cvxpy_sizes:
                 t0 = time.perf_counter()
                 w, status = _cvxpy_socp(lam)
                 t_cv = time.perf_counter() - t0
-                cc = certify(A, w, "A")
-                print(
-                    f"{'':10s} n={n:6d}        CVXPY+Clarabel (SOCP, status {status}): {t_cv:8.3f} s  certified rel gap "
-                    f"{cc.rel_gap:.2e}  atoms {np.count_nonzero(w > 1e-9 * w.max())} (weights > 1e-9 max)  "
-                    f"time ratio CVXPY/ours = {t_cv / t_ours:.1f}x"
-                )
+                cv = {"seconds": t_cv, "status": status, "certificate": certify(A, w, "A"),
+                      "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
+            rows.append(SolverBenchRow(name=name, n=n, m=A.shape[1], seconds=t_ours, certificate=cert,
+                                       n_reduced=red.n_atoms_after, n_merged=mer.n_atoms_after,
+                                       merge_rel_increase=(mer.value_after - mer.value_before) / abs(mer.value_before),
+                                       njev=res.njev, cvxpy=cv))
+    scaling = {}
     for name in problems:
-        ns = [n for n in sizes if (name, n) in ours_times]
+        ns = [n for n in sizes if (name, n) in times]
         if len(ns) >= 2:
-            n0, n1 = ns[0], ns[-1]
-            growth = ours_times[(name, n1)] / ours_times[(name, n0)]
-            print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
+            scaling[name] = (ns[0], ns[-1], times[(name, ns[-1])] / times[(name, ns[0])])
+    return SolverBenchResult(rows=rows, scaling=scaling, cvxpy_available=have_cvxpy)
+
+
+def run(args) -> int:
+    """``noisealloc bench solver``: parse the sizes, :func:`measure`, print one line per run.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        From :func:`add_arguments`.
+
+    Returns
+    -------
+    int
+        0.
+    """
+    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    if not sizes or min(sizes) < 2:
+        raise ValueError(f"--sizes must be integers >= 2; got {args.sizes!r}")
+    cv_sizes = [int(s) for s in str(getattr(args, "cvxpy_sizes", "500,2000")).split(",") if s.strip()]
+    problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
+    r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
+    if not args.no_cvxpy and not r.cvxpy_available:
+        print("CVXPY baseline: cvxpy and/or clarabel are missing (pip install cvxpy clarabel); skipped")
+    print("A-optimal design (W = I); ours = multiplicative + Newton polish, certified by noisealloc.solvers.certify")
+    for row in r.rows:
+        cert = row.certificate
+        print(
+            f"{row.name:10s} n={row.n:6d} m={row.m:2d}  ours: {row.seconds:8.3f} s  certified rel gap {cert.rel_gap:.2e}  "
+            f"equivalence {'ok' if cert.equivalence_ok else 'FAILED'}  atoms {cert.n_atoms} -> reduced {row.n_reduced} "
+            f"-> merged {row.n_merged} (value +{row.merge_rel_increase:.1e} rel; bound {cert.atom_bound})  grads {row.njev}"
+        )
+        if row.cvxpy is not None:
+            cv = row.cvxpy
+            print(
+                f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SOCP, status {cv['status']}): {cv['seconds']:8.3f} s  "
+                f"certified rel gap {cv['certificate'].rel_gap:.2e}  atoms {cv['n_atoms']} (weights > 1e-9 max)  "
+                f"time ratio CVXPY/ours = {cv['ratio']:.1f}x"
+            )
+    for name, (n0, n1, growth) in r.scaling.items():
+        print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
     return 0

@@ -12,7 +12,9 @@ allocation problem on the grid and reports
   (:func:`noisealloc.verify.loss_recovery.w1_lambda`);
 * the efficiency :math:`V(p^*)/V(p_{\mathrm{entropic}})\le 1`, where :math:`p_{\mathrm{entropic}}`
   is the square-root entropic density put on the same grid (trapezoid weights), and
-  :math:`V` is the criterion that was optimised (recomputed here with numpy, not taken from the solver).
+  :math:`V` is the criterion that was optimised, evaluated at both allocations by the solvers' one
+  implementation (:func:`noisealloc.solvers.sandwich_value`, :func:`noisealloc.solvers.allocation_value`;
+  no ridge, ``+inf`` where the moment matrix is numerically singular).
 
 Criteria: ``'sandwich'`` (the asymptotic excess risk :math:`\tfrac12\mathrm{tr}(A_\omega A_p^{-1}G_pA_p^{-1})`,
 non-convex, KKT certificate) or ``'L'`` (its convex surrogate :math:`\mathrm{tr}(A_\omega A_p^{-1})`, i.e.
@@ -36,7 +38,25 @@ __all__ = ["CouplingSweepReport", "coupling_sweep", "grid_entropic_weights", "At
 
 class AtomSchedule:
     """A finitely supported allocation in log-SNR, with the ``to``/``interval``/``cdf`` interface that
-    :func:`~noisealloc.verify.loss_recovery.w1_lambda` reads (a step CDF)."""
+    :func:`~noisealloc.verify.loss_recovery.w1_lambda` reads (a step CDF).
+
+    Parameters
+    ----------
+    atoms : array_like, shape (k,)
+        Atom positions in log-SNR.
+    weights : array_like, shape (k,)
+        Non-negative weights (normalised here).
+    interval : tuple of float
+        ``(lam_min, lam_max)``.
+
+    Attributes
+    ----------
+    atoms, weights : ndarray
+        Sorted by position.
+    interval : tuple of float
+    coordinate : str
+        ``'lambda'``.
+    """
 
     coordinate = "lambda"
 
@@ -48,18 +68,43 @@ class AtomSchedule:
         self.interval = (float(interval[0]), float(interval[1]))
 
     def to(self, coordinate):
+        """The schedule in ``coordinate`` (only ``'lambda'``: returns itself)."""
         if coordinate != "lambda":
             raise ValueError(f"AtomSchedule lives in 'lambda' only; got coordinate {coordinate!r}")
         return self
 
     def cdf(self, x):
+        """Step CDF: total weight of the atoms at or below ``x``."""
         x = np.asarray(x, dtype=np.float64)
         c = np.concatenate([[0.0], np.cumsum(self.weights)])
         return c[np.searchsorted(self.atoms, x, side="right")]
 
 
 def grid_entropic_weights(lam, h):
-    r"""The square-root entropic density on the grid: :math:`p_i \propto \sqrt{h_i}\,w_i` (trapezoid weights :math:`w_i`)."""
+    r"""The square-root entropic density on the grid: :math:`p_i \propto \sqrt{h_i}\,w_i` (trapezoid weights :math:`w_i`).
+
+    Parameters
+    ----------
+    lam : array_like, shape (n,)
+        Increasing log-SNR grid.
+    h : array_like, shape (n,)
+        Entropy rate :math:`h(\lambda_i)` (negative values count as 0).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        Probability vector on the grid.
+
+    References
+    ----------
+    THEORY.md section 4 (b): the square-root law :math:`p \propto \sqrt{h}`.
+
+    Examples
+    --------
+    >>> from noisealloc.verify.coupling import grid_entropic_weights
+    >>> grid_entropic_weights([0.0, 1.0, 2.0], [1.0, 4.0, 1.0]).tolist()  # sqrt(h) * (1/2, 1, 1/2)
+    [0.16666666666666666, 0.6666666666666666, 0.16666666666666666]
+    """
     lam = np.asarray(lam, dtype=np.float64)
     dl = np.diff(lam)
     w = np.zeros_like(lam)
@@ -72,17 +117,16 @@ def grid_entropic_weights(lam, h):
 
 
 def _value(prob, p, criterion):
-    A_p = np.einsum("i,ijk->jk", p, prob.A)
-    try:
-        K = np.linalg.inv(A_p)
-    except np.linalg.LinAlgError:
-        return np.inf
-    if np.linalg.eigvalsh(A_p)[0] <= 0:
-        return np.inf  # not identified: infinite risk (the solver's ridge must not hide it)
+    """The optimised criterion at grid weights ``p``, by the solvers' one implementation.
+
+    No ridge (a not-identified allocation has infinite risk; the solver's ridge must not hide it),
+    and ``+inf`` where the moment matrix is numerically singular.
+    """
+    from noisealloc.solvers import allocation_value, sandwich_value
+
     if criterion == "L":
-        return float(np.trace(prob.A_eval @ K))
-    G_p = np.einsum("i,ijk->jk", p, prob.G)
-    return float(0.5 * np.trace(prob.A_eval @ K @ G_p @ K))
+        return allocation_value(prob.A, p, "L", W=prob.A_eval)
+    return sandwich_value(prob.A, prob.G, prob.A_eval, p)
 
 
 def _clusters(idx) -> int:
@@ -109,6 +153,10 @@ class CouplingSweepReport:
     model, family, criterion : str
     seconds : float
     info : dict
+    errors : list of dict
+        One per ``J`` whose optimisation ended without an allocation (numerically singular moment
+        matrix, status 4 of :func:`noisealloc.solvers.optimize_allocation`): ``J`` and ``error``
+        (``"<ExceptionType>: <message>"``).
     """
 
     rows: list
@@ -119,6 +167,7 @@ class CouplingSweepReport:
     criterion: str
     seconds: float
     info: dict = field(default_factory=dict)
+    errors: list = field(default_factory=list)
 
     def table(self) -> str:
         """Fixed-width text table of the sweep."""
@@ -166,17 +215,16 @@ def coupling_sweep(model, J_values=(1, 2, 4, 8, 16, 32), *, lam=None, criterion:
     J_values = [int(J) for J in J_values]
     if not J_values or min(J_values) < 1:
         raise ValueError(f"J_values must be a non-empty sequence of integers >= 1; got {J_values!r}")
-    from noisealloc.verify.checks import _one_blas_thread
+    from noisealloc.solvers import single_blas_thread
 
-    with _one_blas_thread():
+    with single_blas_thread():
         return _sweep(model, J_values, lam=lam, criterion=criterion, family=family, rng=rng, model_name=model_name)
 
 
 def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
-    from noisealloc.solvers import solve
-    from noisealloc.solvers.support import reduce_support
-    from noisealloc.theory.information_matrices import build_family_matrices, natural_family, spline_matrices
+    from noisealloc.solvers import optimize_allocation
     from noisealloc.theory.entropic import entropic_schedule
+    from noisealloc.theory.information_matrices import build_family_matrices, natural_family, spline_matrices
     from noisealloc.verify.loss_recovery import w1_lambda
 
     t0 = time.perf_counter()
@@ -188,45 +236,37 @@ def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
     # A 1e-12 uniform floor keeps the tabulated density positive where h underflows to 0;
     # it moves W1 by at most 1e-12 times the interval length.
     ent = entropic_schedule(lam, h, floor=1e-12)
-    rows = []
+    rows, errors = [], []
     for J in J_values:
         t1 = time.perf_counter()
         prob = spline_matrices(base, J)
-        method = "auto"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            kw = {"W": prob.A_eval} if criterion == "L" else {"G": prob.G, "A_eval": prob.A_eval}
-            try:
-                res = solve(prob.A, criterion, grid=lam, **kw)
-            except np.linalg.LinAlgError:
-                # the Newton polish can step onto a singular moment matrix; the main algorithm alone
-                # still returns a feasible allocation whose gap is reported as is
-                method = "no-polish (polish raised)"
-                res = solve(prob.A, criterion, grid=lam, polish=False, **kw)
+            # solve -> Caratheodory reduction (ties, e.g. saturated top levels with equal matrices, can
+            # leave more grid atoms than Theorem 1 needs; the reduction keeps the moments and shows the bound)
+            opt = optimize_allocation(prob, criterion, offgrid=False, exact=False)
+        if opt.solve_result is None:
+            errors.append({"J": J, "error": opt.error})
+            continue
+        res = opt.solve_result
         p = np.asarray(res.weights)
         idx = np.flatnonzero(p > 0)
-        # ties (e.g. saturated top levels with equal matrices) can leave more grid atoms than
-        # Theorem 1 needs; the Caratheodory reduction keeps the moments and shows the bound
-        try:
-            red = reduce_support(prob.A, p, criterion, **kw)
-            n_red = int(red.n_atoms_after)
-        except (ValueError, np.linalg.LinAlgError):
-            n_red = int(idx.size)
+        n_red = int(opt.reduction.n_atoms_after) if opt.reduction is not None else int(idx.size)
         atoms = AtomSchedule(lam[idx], p[idx], (lam[0], lam[-1]))
         v_star = _value(prob, p, criterion)
         v_ent = _value(prob, p_ent, criterion)
         m = prob.m
-        bound = m * (m + 1) // 2 + 1 if criterion == "L" else m * (m + 1) + 1
         rows.append({
             "J": J, "m": m, "n_atoms": int(idx.size), "n_atoms_reduced": n_red, "n_clusters": _clusters(idx),
-            "atom_bound": int(bound),
+            "atom_bound": int(opt.atom_bound),
             "w1": w1_lambda(atoms, ent, n=100001), "efficiency": v_star / v_ent, "value": v_star, "value_entropic": v_ent,
-            "gap": float(res.rel_gap), "converged": bool(res.converged), "regularization": float(res.regularization),
-            "atoms": lam[idx], "weights": p[idx], "method": res.method if method == "auto" else method,
+            "gap": float(res.rel_gap), "converged": bool(res.success), "regularization": float(res.regularization),
+            "atoms": lam[idx], "weights": p[idx],
+            "method": "no-polish (polish raised)" if opt.polish_fallback else res.method,
             "warnings": [str(w.message)[:200] for w in caught if issubclass(w.category, NoiseallocWarning)],
             "seconds": time.perf_counter() - t1,
         })
     return CouplingSweepReport(rows=rows, lam=lam, entropic_weights=p_ent, model=model_name or repr(model),
                                family=family, criterion=criterion, seconds=time.perf_counter() - t0,
                                info={"base_m": base.m, "rng": rng if isinstance(rng, int) else None,
-                                     "problem_info": base.info})
+                                     "problem_info": base.info}, errors=errors)

@@ -5,11 +5,11 @@ Example::
     noisealloc optimize --data dirac:K=4,D=1,sep=2 --model posterior-weights --criterion L \\
         --levels 161 --out opt.json --plot opt.png
 
-Builds the per-level matrices of a linear-in-parameters denoiser family on a
-log-SNR grid (``noisealloc.theory.information_matrices``), solves for the optimal
-allocation with a certificate (``noisealloc.solvers.solve``), reduces its
-support (Theorem 1), checks the sensitivity function between grid points and,
-for the Gaussian ``linear`` family, exactly (sympy).
+Parse -> one library call -> print and write: :func:`noisealloc.solvers.optimize_allocation`
+builds the per-level matrices of a linear-in-parameters denoiser family on a log-SNR grid
+(``noisealloc.theory.information_matrices``), solves for the optimal allocation with a
+certificate, reduces its support (Theorem 1), re-certifies the reduced allocation, checks the
+sensitivity function between grid points and, for the Gaussian ``linear`` family, exactly (sympy).
 """
 
 from __future__ import annotations
@@ -36,42 +36,32 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="FILE.png")
 
 
-def _sensitivity_curve(prob, weights, criterion, lam_fine):
-    """Sensitivity -g(lam) on a fine grid and its bound -sum_j p_j g_j.
+def _sensitivity_curve(result, lam_fine):
+    """Sensitivity -g(lam) on a fine grid and its bound -sum_j p_j g_j (for the plot).
 
-    The fine levels are appended to the problem as candidates of zero weight, so
-    the certificate code computes their g exactly as for grid points.
+    The fine levels are appended to the problem as candidates of zero weight, so the
+    certificate code computes their g exactly as for grid points.
     """
     from noisealloc.solvers import certify
+    from noisealloc.solvers.pipeline import criterion_arrays
 
-    A_f = np.stack([prob.A_of_lam(l) for l in lam_fine])
-    A_aug = np.concatenate([prob.A, A_f])
+    fm = result.matrices
+    A_aug = np.concatenate([fm.A, np.stack([fm.A_of_lam(l) for l in lam_fine])])
     G_aug = None
-    if criterion == "sandwich":
-        G_aug = np.concatenate([prob.G, np.stack([prob.G_of_lam(l) for l in lam_fine])])
-    w = np.concatenate([weights, np.zeros(lam_fine.size)])
-    cert = certify(A_aug, w, criterion, **_criterion_kwargs(prob, criterion, G=G_aug))
+    if result.criterion == "sandwich":
+        G_aug = np.concatenate([fm.G, np.stack([fm.G_of_lam(l) for l in lam_fine])])
+    w = np.concatenate([result.weights, np.zeros(lam_fine.size)])
+    cert = certify(A_aug, w, result.criterion, **criterion_arrays(fm, result.criterion, G=G_aug))
     g = np.asarray(cert.g)
-    return -g[prob.lam.size:], -float(cert.g_bar)
-
-
-def _criterion_kwargs(prob, criterion, G=None):
-    if criterion == "L":
-        return {"W": prob.A_eval}
-    if criterion == "sandwich":
-        return {"G": prob.G if G is None else G, "A_eval": prob.A_eval}
-    return {}
+    return -g[fm.lam.size:], -float(cert.g_bar)
 
 
 def run(args) -> int:
-    import time
-
     from noisealloc import __version__
-    from noisealloc.solvers import solve
-    from noisealloc.theory.information_matrices import build_family_matrices, gaussian_linear_sympy
+    from noisealloc.commands._output import write_json_atomic
+    from noisealloc.solvers import optimize_allocation
     from noisealloc.theory.datasets import load_data
     from noisealloc.theory.errors import check_interval
-    from noisealloc.commands._output import write_json_atomic
 
     lo, hi = check_interval(args.lam_min, args.lam_max, "[--lam-min, --lam-max]")
     if args.levels < 3:
@@ -79,42 +69,23 @@ def run(args) -> int:
     model = load_data(args.data)
     lam = np.linspace(lo, hi, args.levels)
     opts = {"q": args.features} if args.model == "random-features" else {}
-    t0 = time.perf_counter()
-    prob = build_family_matrices(model, args.model, lam, data=args.data, rng=args.seed, **opts)
-    t_build = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    res = solve(prob.A, args.criterion, grid=lam, tol=args.tol, rng=args.seed, **_criterion_kwargs(prob, args.criterion))
-    t_solve = time.perf_counter() - t0
-
-    # Support reduction (Theorem 1): never increases the value; the certificate is then
-    # recomputed from the reduced allocation alone, so what is written is what is certified.
-    from noisealloc.solvers import certify, reduce_support
-
-    reduced = reduce_support(prob.A, res.weights, args.criterion, **_criterion_kwargs(prob, args.criterion))
-    weights = np.asarray(reduced.weights)
-    cert = certify(prob.A, weights, args.criterion, grid=lam, **_criterion_kwargs(prob, args.criterion))
-
-    off = None
-    if prob.A_of_lam is not None:
-        from noisealloc.solvers import make_problem, offgrid_check
-
-        P = make_problem(prob.A, args.criterion, grid=lam, **_criterion_kwargs(prob, args.criterion))
-        off = offgrid_check(P, weights, A_fn=prob.A_of_lam, G_fn=prob.G_of_lam if args.criterion == "sandwich" else None)
-    exact = None
-    if args.model == "linear" and args.criterion in ("L", "A", "D"):
-        A_sym, snr = gaussian_linear_sympy(model.variances)
-        exact = certify(prob.A, weights, args.criterion, grid=lam, A_sym=A_sym, snr=snr,
-                        **_criterion_kwargs(prob, args.criterion)).exact
-
-    support = np.flatnonzero(weights > 0)
-    m = prob.m
-    bound = m * (m + 1) + 1 if args.criterion == "sandwich" else m * (m + 1) // 2 + 1
-    print(f"data {args.data}, family {prob.family} (m = {m}), criterion {args.criterion}, {args.levels} levels "
+    # build -> solve -> Caratheodory reduction (Theorem 1) -> certificate recomputed from the reduced
+    # allocation alone (what is written is what is certified) -> off-grid and, for the Gaussian
+    # 'linear' family, exact sensitivity checks: one library call.
+    r = optimize_allocation(model, args.criterion, family=args.model, lam=lam, build_options=opts, data=args.data,
+                            tol=args.tol, rng=args.seed)
+    fm, res, cert, off, exact = r.matrices, r.solve_result, r.certificate, r.offgrid, r.exact
+    if res is None:
+        raise ValueError(f"no allocation: {r.message}")
+    weights, support, m, bound = r.weights, r.support, fm.m, r.atom_bound
+    n_solver = r.reduction.n_atoms_before if r.reduction is not None else int(np.count_nonzero(res.weights))
+    print(f"data {args.data}, family {fm.family} (m = {m}), criterion {args.criterion}, {args.levels} levels "
           f"on [{lo:g}, {hi:g}]")
-    print(f"build {t_build:.2f} s ({prob.info.get('method')}), solve {t_solve:.2f} s ({res.method}, {res.n_iter} it)")
+    print(f"build {r.timings['build']:.2f} s ({fm.info.get('method')}), solve {r.timings['solve']:.2f} s "
+          f"({res.method}, {res.nit} it)")
     print(f"value {cert.value:.10g}; certified {'gap' if cert.kind == 'duality-gap' else 'KKT residual'} "
           f"{cert.gap:.3e} (relative {cert.rel_gap:.3e}); {res.message}")
-    print(f"atoms: {reduced.n_atoms_before} from the solver, {support.size} after Caratheodory reduction "
+    print(f"atoms: {n_solver} from the solver, {support.size} after Caratheodory reduction "
           f"(Theorem 1 bound {bound}); equivalence check "
           f"{'passes' if cert.equivalence_ok else 'FAILS'} (slack {cert.equivalence_slack:.2e})")
     if off is not None:
@@ -128,11 +99,11 @@ def run(args) -> int:
 
     out = {
         "format": "noisealloc.allocation", "version": 1,
-        "data": args.data, "family": prob.family, "criterion": args.criterion, "m": m,
+        "data": args.data, "family": fm.family, "criterion": args.criterion, "m": m,
         "lam": lam.tolist(), "weights": weights.tolist(),
         "atoms": lam[support].tolist(), "atom_weights": weights[support].tolist(),
-        "value": cert.value, "solver": {"method": res.method, "n_iter": res.n_iter, "status": res.status,
-                                       "message": res.message, "seconds": t_solve},
+        "value": cert.value, "solver": {"method": res.method, "n_iter": res.nit, "status": res.status,
+                                       "message": res.message, "seconds": r.timings["solve"]},
         "certificate": {"kind": cert.kind, "gap": cert.gap, "rel_gap": cert.rel_gap,
                         "equivalence_ok": bool(cert.equivalence_ok), "equivalence_slack": cert.equivalence_slack,
                         "support_slack": cert.support_slack, "n_atoms": int(support.size), "atom_bound": bound,
@@ -142,18 +113,18 @@ def run(args) -> int:
         "exact": None if exact is None else {"holds": bool(exact.holds), "degree": exact.degree,
                                              "min_margin": exact.min_margin},
         "meta": {"levels": args.levels, "lam_min": lo, "lam_max": hi, "seed": args.seed, "tol": args.tol,
-                 "build": prob.info, "version": __version__},
+                 "build": fm.info, "version": __version__},
     }
     if args.out:
         write_json_atomic(args.out, out)
         print(f"wrote {args.out}")
     if args.plot:
-        _plot(args, prob, lam, weights, support)
+        _plot(args, r)
         print(f"wrote {args.plot}")
     return 0 if (cert.equivalence_ok or cert.kind == "kkt") else 1
 
 
-def _plot(args, prob, lam, weights, support):
+def _plot(args, result):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -161,6 +132,7 @@ def _plot(args, prob, lam, weights, support):
 
     from noisealloc.commands._output import savefig_atomic
 
+    prob, lam, weights, support = result.matrices, result.matrices.lam, result.weights, result.support
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
     if prob.entropy_rate is not None:
         h = np.maximum(prob.entropy_rate, 0.0)
@@ -180,7 +152,7 @@ def _plot(args, prob, lam, weights, support):
     ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
     ax1.grid(alpha=0.3)
     fine = np.linspace(lam[0], lam[-1], 400)
-    sens, bound = _sensitivity_curve(prob, weights, args.criterion, fine)
+    sens, bound = _sensitivity_curve(result, fine)
     ax2.plot(fine, sens, color="C0", label=r"sensitivity $-g(\lambda)$")
     ax2.axhline(bound, color="k", ls="--", lw=1, label=r"bound $-\sum_j p_j g_j$")
     ax2.plot(lam[support], np.full(support.size, bound), "C3o", ms=5, label="atoms")
