@@ -56,7 +56,7 @@ def _check_lam(lam) -> np.ndarray:
         raise ValueError(f"lam must hold at least 2 levels; got {lam.size}")
     if np.any(np.diff(lam) <= 0):
         i = int(np.flatnonzero(np.diff(lam) <= 0)[0])
-        raise ValueError(f"lam must be strictly increasing; lam[{i}] = {lam[i]!r} >= lam[{i + 1}] = {lam[i + 1]!r}")
+        raise ValueError(f"lam must be strictly increasing; lam[{i}] = {float(lam[i])!r} >= lam[{i + 1}] = {float(lam[i + 1])!r}")
     return lam
 
 
@@ -67,7 +67,7 @@ def _check_profile(lam, h):
         raise ValueError(f"lam and h must have the same shape; got {lam.shape} and {h.shape}")
     if np.any(h < 0):
         i = int(np.flatnonzero(h < 0)[0])
-        raise ValueError(f"h must be >= 0 (an entropy rate); h[{i}] = {h[i]!r}")
+        raise ValueError(f"h must be >= 0 (an entropy rate); h[{i}] = {float(h[i])!r}")
     return lam, h
 
 
@@ -142,7 +142,7 @@ def entropic_pdf_values(lam, h, *, rule: str = "sqrt-entropy", coordinate: str =
     if np.any(pdf <= 0):
         i = int(np.flatnonzero(pdf <= 0)[0])
         raise ValueError(
-            f"the entropic density vanishes at u = {u[i]!r} (h = 0 there or underflow); "
+            f"the entropic density vanishes at u = {float(u[i])!r} (h = 0 there or underflow); "
             "pass floor > 0 or restrict the interval"
         )
     return u, pdf
@@ -241,7 +241,7 @@ def independent_learner_factor(u, omega_c, p):
         raise ValueError("omega_c must be >= 0")
     if np.any(p <= 0):
         i = int(np.flatnonzero(p <= 0)[0])
-        raise ValueError(f"p must be > 0 wherever the cost is counted; p[{i}] = {p[i]!r} (an allocation that "
+        raise ValueError(f"p must be > 0 wherever the cost is counted; p[{i}] = {float(p[i])!r} (an allocation that "
                          "starves a level has an infinite independent-learner loss)")
     p = p / np.trapezoid(p, u)
     return float(np.trapezoid(omega_c / p, u) / np.trapezoid(np.sqrt(omega_c), u) ** 2)

@@ -154,10 +154,10 @@ class EntropyRateEstimator:
         if lam.shape != loss.shape:
             raise ValueError(f"lam and loss must have the same length; got {lam.size} and {loss.size}")
         if np.any(loss < 0):
-            raise ValueError(f"loss must be >= 0; got {loss[loss < 0][0]!r}")
+            raise ValueError(f"loss must be >= 0; got {float(loss[loss < 0][0])!r}")
         if np.any((lam < self.lam_min) | (lam > self.lam_max)):
             bad = lam[(lam < self.lam_min) | (lam > self.lam_max)][0]
-            raise ValueError(f"lam must lie in [{self.lam_min}, {self.lam_max}]; got {bad!r}")
+            raise ValueError(f"lam must lie in [{self.lam_min}, {self.lam_max}]; got {float(bad)!r}")
         x0 = x0_loss_from(loss, lam, self.parameterisation)
         idx = np.clip(np.searchsorted(self.edges, lam, side="right") - 1, 0, self.n_bins - 1)
         g = self.forgetting

@@ -516,7 +516,9 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     Parameters
     ----------
     table : mapping
-        Holds ``knots``, ``pdf`` and ``cdf``: 1-D, equal length >= 2.
+        Holds ``knots``, ``pdf`` and ``cdf``: 1-D, equal length >= 2.  The density may be 0 on
+        runs of knots (a schedule with zero-density tails or gaps): no draw then falls strictly
+        inside such a run, and every draw lies in ``[knots[0], knots[-1]]``.
     n : int
         Number of draws, >= 0.
     rng : numpy.random.Generator, int or None
@@ -554,5 +556,9 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     i = np.clip(np.searchsorted(C, q, side="right") - 1, 0, h.size - 1)
     r = np.clip(q - C[i], 0.0, m[i])
     disc = np.maximum(f[i] ** 2 + 2.0 * (f[i + 1] - f[i]) * r / h[i], 0.0)
-    return x[i] + np.clip(2.0 * r / (f[i] + np.sqrt(disc)), 0.0, h[i])
+    den = f[i] + np.sqrt(disc)
+    # A cell whose density starts at 0 has den = 0 exactly when r = 0 (the draw sits on its left
+    # knot): the step is 0 there, not 0/0, so zero-density runs never produce NaN.
+    step = np.divide(2.0 * r, den, out=np.zeros_like(r), where=den > 0)
+    return x[i] + np.clip(step, 0.0, h[i])
 
