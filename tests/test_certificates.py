@@ -17,10 +17,11 @@ from noisealloc.theory.errors import ConvergenceWarning
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solver_strategies import psd_curves, simplex_weights  # noqa: E402
+from strategies import examples  # noqa: E402
 
 
 @pytest.mark.parametrize("crit", ["A", "D", "E", "c"])
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(data=st.data())
 def test_gap_bounds_suboptimality(crit, data):
     """Phi(p) - Phi(q) <= gap(p) for every allocation q (convexity / weak duality)."""
@@ -133,7 +134,7 @@ def test_exact_check_agrees_with_numeric_offgrid():
     assert cert.exact.holds == (cert.offgrid.violation <= 0)
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(curve=psd_curves(), eps_exp=st.integers(2, 8), data=st.data())
 def test_e_gap_rigorous_near_optimum(curve, eps_exp, data):
     """The E bound at a near-optimal allocation bounds its true suboptimality.

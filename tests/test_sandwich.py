@@ -15,6 +15,7 @@ from noisealloc.theory.tolerances import FD_REL_STEP, FD_RTOL, KKT_RTOL, MC_NSIG
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solver_strategies import psd_curves, simplex_weights  # noqa: E402
+from strategies import examples  # noqa: E402
 
 
 def _sandwich_data(lam, A):
@@ -23,7 +24,7 @@ def _sandwich_data(lam, A):
     return G, A_eval
 
 
-@settings(max_examples=12)
+@settings(max_examples=examples(12))
 @given(data=st.data())
 def test_value_and_gradient(data):
     lam, A = data.draw(psd_curves())
@@ -47,7 +48,7 @@ def test_value_and_gradient(data):
         np.testing.assert_allclose(cert.g[j], fd, rtol=FD_RTOL, atol=FD_RTOL * np.abs(cert.g).max())
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(curve=psd_curves(m_max=3, n_max=25))
 def test_kkt_stationarity(curve):
     lam, A = curve
@@ -63,7 +64,7 @@ def test_kkt_stationarity(curve):
     assert cert.surrogate_value is not None and cert.surrogate_value > 0
 
 
-@settings(max_examples=6)
+@settings(max_examples=examples(6))
 @given(curve=psd_curves(m_max=3, n_max=25), s=st.floats(0.1, 10.0))
 def test_g_proportional_to_a_is_l_optimal(curve, s):
     """G = s A gives V = (s/2) tr(A_w A_p^-1): the sandwich optimum equals the L-optimum (THEORY Thm 1)."""
@@ -137,7 +138,7 @@ def test_simulated_training_matches_sandwich_long():
     _check_simulation(N=20000, n_seeds=3000)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 2**16), n_exact=st.integers(8, 60))
 def test_many_identical_exact_levels_still_certify(seed, n_exact):
     """Levels where the model is exact (G_i = 0) with identical, nonsingular A_i, next to noisy

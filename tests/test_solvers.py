@@ -21,6 +21,7 @@ from noisealloc.theory.tolerances import FW_GAP_RTOL
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solver_strategies import psd_curves  # noqa: E402
+from strategies import examples  # noqa: E402
 
 METHODS = ["multiplicative", "frank-wolfe", "rex"]
 CRITERIA = ["A", "L", "D", "c"]
@@ -57,7 +58,7 @@ def _slsqp_reference(A, crit, kw):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("crit", CRITERIA)
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(curve=psd_curves())
 def test_convex_certified_gap_every_method(method, crit, curve):
     lam, A = curve
@@ -75,7 +76,7 @@ def test_convex_certified_gap_every_method(method, crit, curve):
 
 
 @pytest.mark.parametrize("crit", CRITERIA)
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(curve=psd_curves(m_max=3, n_max=14))
 def test_optimum_not_beaten_by_slsqp(crit, curve):
     """The certified optimum is at least as good as an independent SLSQP solution."""
@@ -317,7 +318,7 @@ E_METHODS = ["multiplicative", "frank-wolfe"]  # the methods that accept 'E' ('r
 
 
 @pytest.mark.parametrize("method", E_METHODS)
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(curve=psd_curves())
 def test_e_optimal_certified_gap_every_method(method, curve):
     """Issue 4, acceptance 1 for the non-smooth E criterion: certified gap <= 1e-8 relative.

@@ -14,6 +14,7 @@ from noisealloc.solvers.support import REDUCTION_RTOL, merge_atoms, moment_vecto
 
 sys.path.insert(0, str(Path(__file__).parent))
 from solver_strategies import psd_curves, simplex_weights  # noqa: E402
+from strategies import examples  # noqa: E402
 
 
 @given(data=st.data())
@@ -30,7 +31,7 @@ def test_caratheodory_keeps_moments_and_value(data):
     assert np.all(red.weights >= 0) and abs(red.weights.sum() - 1) < 1e-12
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(data=st.data())
 def test_caratheodory_sandwich_bound(data):
     lam, A = data.draw(psd_curves(m_max=2, n_max=20))
