@@ -34,7 +34,8 @@ def _sizes(quick: bool) -> dict:
 
 
 def _clean_row(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k != "seconds"}  # timings are not plotted numbers
+    # timings are not plotted numbers; status and error of a J without allocation go to "errors"
+    return {k: v for k, v in row.items() if k not in ("seconds", "status", "error")}
 
 
 def sweep_case(model, case, sz, seed) -> dict:
@@ -45,7 +46,7 @@ def sweep_case(model, case, sz, seed) -> dict:
     rep = coupling_sweep(model, tuple(sz["J_values"]), lam=lam, criterion=sz["criterion"], family=case["family"],
                          rng=seed)
     return {"data": case["data"], "family": rep.family, "lam": lam, "entropic_weights": rep.entropic_weights,
-            "rows": [_clean_row(r) for r in rep.rows], "errors": list(rep.errors)}
+            "rows": [_clean_row(r) for r in rep.rows if not r["error"]], "errors": rep.errors}
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:

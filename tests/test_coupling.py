@@ -71,3 +71,25 @@ def test_sandwich_sweep_approaches_the_entropic_density_on_a_gaussian_manifold()
     assert atoms[0] <= 2 and atoms[-1] > 10 * atoms[0]
     assert w1[-1] < 0.2 * w1[0]
     assert eff[-1] > 10 * eff[0]
+
+
+def test_a_J_without_allocation_is_a_failing_row_not_an_exception(monkeypatch):
+    """optimize_allocation reports a numerically singular problem as status 4; the sweep keeps it as a row
+    whose risk is infinite (so no check can pass on it) and lists it in ``errors``."""
+    import noisealloc.solvers as S
+    from noisealloc.theory.information_matrices import FamilyMatrices
+
+    real = S.optimize_allocation
+    lam = np.linspace(-1.0, 1.0, 7)
+    A = np.stack([np.diag([1.0 + 0.2 * l, 1e-10 * (1.0 + 0.1 * l)]) for l in lam])
+    singular = FamilyMatrices(lam=lam, A=A, G=A.copy(), A_eval=np.eye(2), family="hand-made")
+
+    def fake(source, criterion, **kw):
+        return real(singular, criterion, **kw) if source.info.get("J") == 2 else real(source, criterion, **kw)
+
+    monkeypatch.setattr(S, "optimize_allocation", fake)
+    rep = coupling_sweep(checks.default_gaussian(), (1, 2), criterion="sandwich", lam=np.linspace(-6, 6, 25))
+    ok, bad = rep.rows
+    assert ok["status"] == 0 and ok["error"] is None and np.isfinite(ok["value"])
+    assert bad["status"] == 4 and bad["value"] == np.inf and bad["efficiency"] == np.inf and bad["n_atoms"] == 0
+    assert rep.errors == [{"J": 2, "error": bad["error"]}] and bad["error"].startswith("SingularMomentError")

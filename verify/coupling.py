@@ -145,7 +145,10 @@ class CouplingSweepReport:
         (runs of adjacent grid atoms, i.e. off-grid atoms), ``atom_bound`` (Theorem 1), ``w1``
         (W1 in lambda to the sqrt-entropic density), ``efficiency`` (:math:`V(p^*)/V(p_{ent})`),
         ``value`` (:math:`V(p^*)`), ``value_entropic``, ``gap`` (certified relative gap or KKT residual),
-        ``converged``, ``regularization``, ``atoms``, ``weights``, ``seconds``.
+        ``converged``, ``regularization``, ``atoms``, ``weights``, ``method``, ``warnings``, ``status`` (of
+        :func:`noisealloc.solvers.optimize_allocation`: 4 = no allocation, numerically singular; then
+        ``value``, ``efficiency`` and ``gap`` are infinite, ``w1`` is NaN and ``error`` holds the
+        message, else None), ``error``, ``seconds``.
     lam : ndarray
         The candidate grid.
     entropic_weights : ndarray
@@ -154,9 +157,8 @@ class CouplingSweepReport:
     seconds : float
     info : dict
     errors : list of dict
-        One per ``J`` whose optimisation ended without an allocation (numerically singular moment
-        matrix, status 4 of :func:`noisealloc.solvers.optimize_allocation`): ``J`` and ``error``
-        (``"<ExceptionType>: <message>"``).
+        (property) ``J`` and ``error`` (``"<ExceptionType>: <message>"``) of every row whose
+        optimisation ended without an allocation.
     """
 
     rows: list
@@ -167,7 +169,11 @@ class CouplingSweepReport:
     criterion: str
     seconds: float
     info: dict = field(default_factory=dict)
-    errors: list = field(default_factory=list)
+
+    @property
+    def errors(self) -> list:
+        """``[{"J": J, "error": message}]`` for the rows without an allocation (status 4)."""
+        return [{"J": r["J"], "error": r["error"]} for r in self.rows if r.get("error")]
 
     def table(self) -> str:
         """Fixed-width text table of the sweep."""
@@ -236,7 +242,7 @@ def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
     # A 1e-12 uniform floor keeps the tabulated density positive where h underflows to 0;
     # it moves W1 by at most 1e-12 times the interval length.
     ent = entropic_schedule(lam, h, floor=1e-12)
-    rows, errors = [], []
+    rows = []
     for J in J_values:
         t1 = time.perf_counter()
         prob = spline_matrices(base, J)
@@ -246,7 +252,16 @@ def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
             # leave more grid atoms than Theorem 1 needs; the reduction keeps the moments and shows the bound)
             opt = optimize_allocation(prob, criterion, offgrid=False, exact=False)
         if opt.solve_result is None:
-            errors.append({"J": J, "error": opt.error})
+            # no allocation (numerically singular): a row that cannot pass any check (infinite risk)
+            rows.append({
+                "J": J, "m": prob.m, "n_atoms": 0, "n_atoms_reduced": 0, "n_clusters": 0,
+                "atom_bound": int(opt.atom_bound), "w1": float("nan"), "efficiency": float("inf"),
+                "value": float("inf"), "value_entropic": _value(prob, p_ent, criterion), "gap": float("inf"),
+                "converged": False, "regularization": float(opt.problem.regularization),
+                "atoms": np.zeros(0), "weights": np.zeros(0), "method": "none (no allocation)",
+                "warnings": [str(w.message)[:200] for w in caught if issubclass(w.category, NoiseallocWarning)],
+                "status": int(opt.status), "error": opt.error, "seconds": time.perf_counter() - t1,
+            })
             continue
         res = opt.solve_result
         p = np.asarray(res.weights)
@@ -264,9 +279,9 @@ def _sweep(model, J_values, *, lam, criterion, family, rng, model_name):
             "atoms": lam[idx], "weights": p[idx],
             "method": "no-polish (polish raised)" if opt.polish_fallback else res.method,
             "warnings": [str(w.message)[:200] for w in caught if issubclass(w.category, NoiseallocWarning)],
-            "seconds": time.perf_counter() - t1,
+            "status": int(opt.status), "error": None, "seconds": time.perf_counter() - t1,
         })
     return CouplingSweepReport(rows=rows, lam=lam, entropic_weights=p_ent, model=model_name or repr(model),
                                family=family, criterion=criterion, seconds=time.perf_counter() - t0,
                                info={"base_m": base.m, "rng": rng if isinstance(rng, int) else None,
-                                     "problem_info": base.info}, errors=errors)
+                                     "problem_info": base.info})
