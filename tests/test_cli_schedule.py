@@ -102,3 +102,48 @@ def test_errors_are_one_line_with_exit_code_2(tmp_path, capsys):
     good.write_text("lam,loss_x0\n0,1\n1,0.7\n2,0.5\n")
     assert main(["schedule", "--from-losses", str(good), "--lam-min", "-5"]) == 2
     assert "measured range" in capsys.readouterr().err
+
+
+def test_per_sample_training_log_with_bom_and_crlf(tmp_path, capsys):
+    """Losses as a training loop logs them (one row per example, unsorted, continuous levels), BOM + CRLF:
+    the schedule matches the one of the exact per-level MMSE of the same law."""
+    rng = np.random.default_rng(5)
+    lam = rng.uniform(-6.0, 6.0, 40_000)
+    mmse = 1.0 / (1.0 + np.exp(lam))  # 1-D Gaussian, s = 1
+    loss = mmse * rng.chisquare(1, lam.size)  # per-example squared error with that mean
+    log = tmp_path / "log.csv"
+    body = "\r\n".join(f"{a:.10g},{b:.10g}" for a, b in zip(lam, loss))
+    log.write_bytes(("\ufefflam,loss_x0\r\n" + body + "\r\n").encode())
+    out = tmp_path / "s.json"
+    assert main(["schedule", "--from-losses", str(log), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "40,000 per-sample losses binned into 64 levels" in captured.err
+    assert "warning" not in captured.err
+    meta = json.loads(out.read_text())["meta"]
+    assert meta["form"] == "per-sample, binned" and meta["rows"] == 40_000
+    s = load_json(out)
+    grid = np.linspace(*s.interval, 4001)
+    exact = np.sqrt(0.5 * np.exp(grid) / (1.0 + np.exp(grid)))
+    cum = np.concatenate([[0.0], np.cumsum(0.5 * (exact[1:] + exact[:-1]) * np.diff(grid))])
+    w1 = np.trapezoid(np.abs(s.cdf(grid) - cum / cum[-1]), grid)
+    assert w1 < 0.1, f"W1 to the exact sqrt-entropic schedule {w1:.3g}"
+
+
+def test_increasing_losses_warn(tmp_path, capsys):
+    lam = np.linspace(-6, 6, 25)
+    csv = tmp_path / "up.csv"
+    csv.write_text("lam,loss_x0,loss_se\n" + "".join(f"{l!r},{float(np.exp(0.3 * l))!r},{float(0.01 * np.exp(0.3 * l))!r}\n"
+                                                     for l in lam.tolist()))
+    assert main(["schedule", "--from-losses", str(csv)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: losses increase with lambda" in err and "warning: poor fit" in err
+
+
+@pytest.mark.parametrize("source", [["--from-data", DATA], ["--from-losses", "LOSSES"]])
+def test_one_levels_rule_for_both_sources(tmp_path, capsys, source):
+    csv = tmp_path / "l.csv"
+    csv.write_text("lam,loss_x0\n0,1\n1,0.7\n2,0.5\n")
+    args = ["schedule", *[str(csv) if a == "LOSSES" else a for a in source]]
+    assert main(args + ["--levels", "2"]) == 2
+    assert "--levels must be >= 3; got 2" in capsys.readouterr().err
+    assert main(args + ["--levels", "3"]) == 0

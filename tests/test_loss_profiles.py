@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from noisealloc.theory.loss_profiles import fit_mmse_profile, read_loss_csv, x0_loss_from
+from noisealloc.theory.loss_profiles import (
+    DEFAULT_LOSS_BINS,
+    LossTable,
+    bin_losses,
+    fit_mmse_profile,
+    loss_profile_warnings,
+    read_loss_csv,
+    x0_loss_from,
+)
 from noisealloc.theory.coordinates import get_coordinate
+
+from strategies import examples
 
 
 def _write(tmp_path, text, name="losses.csv"):
@@ -69,8 +79,12 @@ def test_v_conversion_through_an_explicit_vp_simulation():
     [
         ("lam,loss_x0\n0,1\n1,x\n2,0.5\n", r"row 3, column 'loss_x0': 'x' is not a number"),
         ("lam,loss_x0\n0,1\n1,-0.2\n2,0.5\n", r"row 3, column 'loss_x0': loss must be > 0"),
-        ("lam,loss_x0\n0,1\n2,0.7\n1,0.5\n", r"row 4, column 'lam': levels must be strictly increasing"),
-        ("lam,loss_x0\n0,1\n0,0.7\n1,0.5\n", r"row 3, column 'lam': duplicate level"),
+        # unsorted or repeated levels are per-sample losses, binned: three rows give fewer than 3 levels
+        ("lam,loss_x0\n0,1\n2,0.7\n1,0.5\n", r"need at least 3 noise levels with 2 or more losses each"),
+        ("lam,loss_x0\n0,1\n0,0.7\n1,0.5\n", r"need at least 3 noise levels with 2 or more losses each"),
+        ("lam,loss_x0\n0,1\n0,-0.7\n1,0.5\n", r"row 3, column 'loss_x0': a per-sample loss must be >= 0"),
+        ("lam,loss_x0\n0,1\n1,0.7,3\n2,0.5\n", r"row 3 has 3 fields"),
+        ("# a comment\nlam,loss_x0\n0,1\n\n1,x\n2,0.5\n", r"row 5, column 'loss_x0': 'x' is not a number"),
         ("lam,loss_foo\n0,1\n1,0.7\n2,0.5\n", r"unknown parameterisation in column 'loss_foo'"),
         ("lam,value\n0,1\n1,0.7\n2,0.5\n", r"need exactly one loss column"),
         ("level,loss_x0\n0,1\n1,0.7\n2,0.5\n", r"need exactly one noise-level column"),
@@ -94,6 +108,7 @@ def test_missing_file_and_unknown_parameterisation():
 
 # ---- the monotone fit ---------------------------------------------------------------
 
+@settings(max_examples=examples(40))
 @given(
     s=st.lists(st.floats(0.01, 10.0), min_size=1, max_size=4).map(np.array),
 )
@@ -166,3 +181,86 @@ def test_coordinate_names_accepted_in_header(tmp_path):
         rows = "\n".join(f"{float(ui)!r},{1.0 + i}" for i, ui in enumerate(u))
         t = read_loss_csv(_write(tmp_path, f"{name},loss_x0\n{rows}\n", name=f"{name}.csv"))
         np.testing.assert_allclose(t.lam, np.sort(lam), rtol=1e-12, atol=1e-12)
+
+
+# ---- per-sample losses as a training loop logs them (issue 13) ------------------------
+
+def _per_sample_csv(path, lam, loss, *, header="lam,loss_x0", bom=False, crlf=False):
+    eol = "\r\n" if crlf else "\n"
+    body = eol.join(f"{a!r},{b!r}" for a, b in zip(lam.tolist(), loss.tolist()))
+    path.write_bytes(((("\ufeff" if bom else "") + header + eol + body + eol)).encode("utf-8"))
+    return path
+
+
+def test_per_sample_losses_are_binned_to_the_per_level_means(tmp_path):
+    """Unsorted, repeated levels: each level's mean and standard error, whatever the row order."""
+    rng = np.random.default_rng(0)
+    grid = np.linspace(-6.0, 6.0, 13)
+    lam = np.repeat(grid, 50)
+    loss = np.exp(-lam) * rng.exponential(1.0, lam.size)
+    perm = rng.permutation(lam.size)
+    t = read_loss_csv(_per_sample_csv(tmp_path / "log.csv", lam[perm], loss[perm]))
+    assert t.source["form"] == "per-sample, binned" and t.source["rows"] == lam.size
+    np.testing.assert_array_equal(t.lam, grid)
+    want = np.array([loss[lam == g].mean() for g in grid])
+    want_se = np.array([loss[lam == g].std(ddof=1) / np.sqrt(50) for g in grid])
+    np.testing.assert_allclose(t.loss, want, rtol=1e-12)
+    np.testing.assert_allclose(t.stderr, want_se, rtol=1e-10)
+    np.testing.assert_array_equal(t.count, np.full(13, 50.0))
+
+
+@settings(max_examples=examples(30))
+@given(n=st.integers(100, 400), n_bins=st.integers(3, 80), seed=st.integers(0, 2**31 - 1))
+def test_bin_losses_against_a_loop(n, n_bins, seed):
+    """Continuous levels (n distinct > n_bins): equal-width bins, against a loop over np.linspace edges."""
+    rng = np.random.default_rng(seed)
+    lam = rng.uniform(-5, 5, n)
+    loss = rng.exponential(1.0, n)
+    lb, mean, se, count = bin_losses(lam, loss, n_bins=n_bins)
+    edges = np.linspace(lam.min(), lam.max(), n_bins + 1)
+    want = []
+    for b in range(n_bins):
+        inb = (lam >= edges[b]) & ((lam < edges[b + 1]) if b < n_bins - 1 else (lam <= edges[b + 1]))
+        if inb.sum() >= 2:
+            want.append((lam[inb].mean(), loss[inb].mean(), loss[inb].std(ddof=1) / np.sqrt(inb.sum()), inb.sum()))
+    want = np.array(want).reshape(-1, 4)
+    np.testing.assert_array_equal(count, want[:, 3])
+    np.testing.assert_allclose(np.c_[lb, mean, se], want[:, :3], rtol=1e-9, atol=1e-12)
+    assert np.all(np.diff(lb) > 0)
+
+
+def test_bin_losses_groups_distinct_levels_and_drops_singletons():
+    lb, mean, se, count = bin_losses([0.0, 0.0, 1.0, 2.0, 2.0, 2.0], [1.0, 3.0, 5.0, 1.0, 1.0, 4.0])
+    assert lb.tolist() == [0.0, 2.0] and mean.tolist() == [2.0, 2.0] and count.tolist() == [2.0, 3.0]
+    np.testing.assert_allclose(se, [1.0, np.sqrt(3.0 / 3.0)], rtol=1e-12)
+    with pytest.raises(ValueError, match="n_bins must be an integer >= 3; got 2"):
+        bin_losses([0.0, 1.0], [1.0, 1.0], n_bins=2)
+
+
+def test_bom_crlf_and_continuous_levels(tmp_path):
+    rng = np.random.default_rng(1)
+    lam = rng.uniform(-4.0, 4.0, 5000)
+    loss = np.exp(-lam) * rng.exponential(1.0, lam.size)
+    plain = read_loss_csv(_per_sample_csv(tmp_path / "a.csv", lam, loss))
+    odd = read_loss_csv(_per_sample_csv(tmp_path / "b.csv", lam, loss, bom=True, crlf=True))
+    assert plain.lam.size == DEFAULT_LOSS_BINS
+    np.testing.assert_array_equal(plain.lam, odd.lam)
+    np.testing.assert_array_equal(plain.loss, odd.loss)
+
+
+def test_a_long_sorted_table_is_binned_and_progress_is_reported(tmp_path):
+    lam = np.linspace(-6.0, 6.0, 3000)
+    calls = []
+    t = read_loss_csv(_per_sample_csv(tmp_path / "long.csv", lam, np.exp(-lam)),
+                      progress=lambda frac, rows: calls.append((frac, rows)))
+    assert t.source["form"] == "per-sample, binned" and t.lam.size == DEFAULT_LOSS_BINS
+    assert calls and calls[-1][1] == 3000 and calls[-1][0] == pytest.approx(1.0)
+
+
+def test_warnings_for_increasing_losses_and_poor_fits():
+    lam = np.linspace(-4.0, 4.0, 17)
+    good = LossTable(lam=lam, loss=2.0 / (1.0 + 2.0 * np.exp(lam)))
+    assert loss_profile_warnings(good, fit_mmse_profile(good.lam, good.loss, n_boot=0)) == []
+    up = LossTable(lam=lam, loss=np.exp(lam), stderr=0.01 * np.exp(lam))
+    msgs = loss_profile_warnings(up, fit_mmse_profile(up.lam, up.loss, up.stderr, n_boot=0))
+    assert [m.split(":")[0] for m in msgs] == ["losses increase with lambda", "poor fit"]

@@ -50,6 +50,12 @@ __all__ = [
     "LossTable",
     "MMSEProfile",
     "read_loss_csv",
+    "bin_losses",
+    "loss_profile_warnings",
+    "PER_LEVEL_MAX_ROWS",
+    "DEFAULT_LOSS_BINS",
+    "POOR_FIT_REDUCED_CHI2",
+    "POOR_FIT_LOG_RMS",
     "x0_loss_from",
     "fit_mmse_profile",
 ]
@@ -130,41 +136,210 @@ class LossTable:
     source: dict = field(default_factory=dict, compare=False)
 
 
-def read_loss_csv(path) -> LossTable:
-    r"""Read a per-level loss table from CSV.
+#: A table with more rows than this is read as per-sample losses and binned, even when its levels are
+#: strictly increasing: the monotone fit selects its basis by refitting up to once per level, so it is
+#: meant for tens to hundreds of levels, not for one row per training example.
+PER_LEVEL_MAX_ROWS = 512
+#: Default number of bins of per-sample losses: equal-width in log-SNR, or one per distinct level when
+#: the file holds at most this many distinct levels (a loop that draws from a fixed grid).
+DEFAULT_LOSS_BINS = 64
+#: Bins holding fewer per-sample losses than this are dropped (no standard error from one value).
+MIN_BIN_COUNT = 2
+#: Lines parsed per chunk (and between two progress reports) when reading a CSV.
+CSV_CHUNK_ROWS = 250_000
 
-    Format: a header row, then one row per noise level.  Required columns:
+
+def _is_data(line: str) -> bool:
+    return bool(line.strip()) and not line.lstrip().startswith("#")
+
+
+def _scan_columns(path, first_row, cols, names, header_len):
+    """The slow, exact reader: every data line split in Python; the first bad field raises with its row.
+
+    Used when numpy's parser refuses the file (a bad field, a wrong field count, a non-numeric column
+    the command does not use), so that the message names the line.
+    """
+    values = {k: [] for k in cols}
+    rows = []
+    with path.open(encoding="utf-8-sig") as fh:
+        for r_i, line in enumerate(fh, start=1):
+            if r_i < first_row or not _is_data(line):
+                continue
+            fields = line.rstrip("\r\n").split(",")
+            if len(fields) != header_len:
+                raise ValueError(f"{path}: row {r_i} has {len(fields)} fields; the header has {header_len}")
+            for key, c in cols.items():
+                text = fields[c].strip()
+                try:
+                    v = float(text)
+                except ValueError:
+                    raise ValueError(f"{path}: row {r_i}, column {names[key]!r}: {text!r} is not a number") from None
+                if not np.isfinite(v):
+                    raise ValueError(f"{path}: row {r_i}, column {names[key]!r}: {text!r} is not finite")
+                values[key].append(v)
+            rows.append(r_i)
+    return {k: np.array(v, dtype=np.float64) for k, v in values.items()}, np.array(rows, dtype=np.int64)
+
+
+def _read_columns(path, fh, cols, names, header_len, first_row, progress):
+    """Parse the data lines of an open CSV into float64 columns, chunk by chunk, with numpy's C parser.
+
+    Returns the columns and a function giving the file row (1-based line number) of a data index.
+    """
+    import warnings
+
+    size = max(path.stat().st_size, 1)
+    usecols = list(cols.values())
+    parts = []
+    n_read = 0
+    try:
+        while True:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "input contained no data" after the last chunk
+                data = np.loadtxt(fh, delimiter=",", comments="#", max_rows=CSV_CHUNK_ROWS, ndmin=2,
+                                  dtype=np.float64)
+            if data.shape[0] == 0:
+                break
+            if data.shape[1] != header_len or not np.all(np.isfinite(data[:, usecols])):
+                raise ValueError("bad chunk")
+            parts.append(data[:, usecols])
+            n_read += data.shape[0]
+            if progress is not None:
+                progress(min(fh.buffer.tell() / size, 1.0), n_read)
+            if data.shape[0] < CSV_CHUNK_ROWS:
+                break
+    except ValueError:
+        values, rows = _scan_columns(path, first_row, cols, names, header_len)
+        return values, (lambda i: row_of(i))
+    data = np.concatenate(parts) if parts else np.empty((0, len(cols)))
+    values = {k: np.ascontiguousarray(data[:, j]) for j, k in enumerate(cols)}
+
+    def row_of(i):
+        # only on an error path: count data lines again to name the file row of data index i
+        with path.open(encoding="utf-8-sig") as fh2:
+            seen = -1
+            for r_i, line in enumerate(fh2, start=1):
+                if r_i >= first_row and _is_data(line):
+                    seen += 1
+                    if seen == i:
+                        return r_i
+        return -1
+
+    return values, row_of
+
+
+def bin_losses(lam, loss, *, n_bins: int = DEFAULT_LOSS_BINS, min_count: int = MIN_BIN_COUNT):
+    r"""Per-sample losses grouped by noise level: mean loss, its standard error and count per bin.
+
+    The levels are the distinct values of ``lam`` when there are at most ``n_bins`` of them, else
+    ``n_bins`` equal-width bins of :math:`[\min\lambda, \max\lambda]`.  Per bin :math:`B`,
+
+    .. math:: \bar\lambda_B = \frac{1}{n_B}\sum_{i\in B}\lambda_i, \quad
+              \bar L_B = \frac{1}{n_B}\sum_{i\in B} L_i, \quad
+              \mathrm{se}_B = \sqrt{\frac{\sum_{i\in B}(L_i - \bar L_B)^2}{n_B (n_B - 1)}},
+
+    bins with fewer than ``min_count`` losses are dropped.
+
+    Parameters
+    ----------
+    lam : (n,) array_like
+        Log-SNR of each example, any order, repeats allowed.
+    loss : (n,) array_like, >= 0
+        Its x0-prediction loss.
+    n_bins : int, >= 3
+        Largest number of levels returned.
+    min_count : int, >= 2
+        Fewest losses a kept bin holds.
+
+    Returns
+    -------
+    lam_bins, mean, stderr, count : (k,) ndarray
+        Mean level (strictly increasing), mean loss, standard error of the mean (0 where all losses
+        of the bin are equal) and count of each kept bin.
+
+    Examples
+    --------
+    >>> lam_b, mean, se, count = bin_losses([0.0, 1.0, 0.0, 1.0, 2.0, 2.0], [2.0, 1.0, 4.0, 1.0, 0.5, 0.7])
+    >>> lam_b.tolist(), mean.tolist(), count.tolist()
+    ([0.0, 1.0, 2.0], [3.0, 1.0, 0.6], [2.0, 2.0, 2.0])
+    """
+    lam = check_finite(as_float_array(lam, "lam", ndim=1), "lam")
+    loss = check_finite(as_float_array(loss, "loss", shape=lam.shape), "loss")
+    if isinstance(n_bins, bool) or int(n_bins) != n_bins or n_bins < 3:
+        raise ValueError(f"n_bins must be an integer >= 3; got {n_bins!r}")
+    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 2:
+        raise ValueError(f"min_count must be an integer >= 2; got {min_count!r}")
+    if lam.size == 0:
+        raise ValueError("lam must hold at least one loss")
+    uniq, inverse = np.unique(lam, return_inverse=True)
+    if uniq.size <= n_bins:
+        idx, k = inverse.ravel(), uniq.size
+    else:
+        lo, hi = float(lam.min()), float(lam.max())
+        idx = np.minimum(((lam - lo) / (hi - lo) * n_bins).astype(np.int64), int(n_bins) - 1)
+        k = int(n_bins)
+    count = np.bincount(idx, minlength=k).astype(np.float64)
+    lam_sum = np.bincount(idx, weights=lam, minlength=k)
+    loss_sum = np.bincount(idx, weights=loss, minlength=k)
+    keep = count >= min_count
+    mean = loss_sum[keep] / count[keep]
+    # Two-pass variance: the one-pass sum of squares loses every digit when the losses are large
+    # and nearly equal.
+    dev = loss - np.where(keep, loss_sum / np.maximum(count, 1.0), 0.0)[idx]
+    ss = np.bincount(idx, weights=dev * dev, minlength=k)[keep]
+    n = count[keep]
+    return lam_sum[keep] / n, mean, np.sqrt(ss / (n * (n - 1.0))), n
+
+
+def read_loss_csv(path, *, n_bins: int = DEFAULT_LOSS_BINS, progress=None) -> LossTable:
+    r"""Read held-out losses from CSV: one row per noise level, or one row per example (binned).
+
+    Format: a header row, then data rows.  Required columns:
 
     - one noise-level column named after a coordinate of
       :mod:`noisealloc.theory.coordinates` (``lam``/``lambda``, ``sigma``,
-      ``log-sigma``, ``t`` (= ``t-cosine``), ``t-linear``, ``t-cosine``, ``t-edm``, ``t-rf``),
-      strictly increasing down the file;
+      ``log-sigma``, ``t`` (= ``t-cosine``), ``t-linear``, ``t-cosine``, ``t-edm``, ``t-rf``);
     - one loss column naming its parameterisation: ``loss_x0``, ``loss_eps`` or ``loss_v``
       (mean squared error summed over data coordinates, or averaged: only the shape matters).
 
-    Optional: ``loss_se`` (standard error of the mean loss, same units) and
-    ``count`` (held-out samples per level).  Rows starting with ``#`` are comments.
+    *Per-level table* (levels strictly increasing down the file, at most
+    :data:`PER_LEVEL_MAX_ROWS` rows): one mean loss per level; optional ``loss_se`` (standard
+    error of the mean, same units) and ``count`` (held-out samples per level); losses > 0.
+
+    *Per-sample losses* (anything else: unsorted, repeated or continuous levels, one row per
+    example, as a training loop logs them): losses >= 0, converted to x0 and grouped by
+    :func:`bin_losses` into at most ``n_bins`` levels, with the standard error of each bin's mean
+    from its scatter; ``loss_se`` and ``count`` columns are not used.
+
+    Rows starting with ``#`` and empty rows are skipped; a UTF-8 byte-order mark and CRLF line
+    ends are accepted.  The data are parsed by numpy in chunks of :data:`CSV_CHUNK_ROWS` rows (a
+    file numpy refuses is read again line by line to name the bad row).
 
     Parameters
     ----------
     path : str or path-like
-        The CSV file (at least 3 noise levels).
+        The CSV file (at least 3 noise levels after binning).
+    n_bins : int, default :data:`DEFAULT_LOSS_BINS`
+        Largest number of bins of per-sample losses.
+    progress : callable, optional
+        Called as ``progress(fraction_of_file_read, rows_read)`` after each chunk (for long reads).
 
     Returns
     -------
     LossTable
         Levels converted to log-SNR and sorted increasing, losses and standard
         errors converted to the x0 parameterisation (:func:`x0_loss_from`).
+        ``source`` holds ``path``, ``coordinate``, ``parameterisation``, ``rows`` and ``form``
+        (``"per-level"`` or ``"per-sample, binned"``).
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        Missing, duplicated or non-numeric columns, negative or zero losses,
-        unsorted or duplicate levels, levels outside the coordinate's domain,
-        an unknown parameterisation; the message names the row (1-based, the
-        header is row 1) or the column.
+        Missing, duplicated or non-numeric columns, negative losses (zero in a per-level table),
+        levels outside the coordinate's domain, an unknown parameterisation, fewer than 3 levels;
+        the message names the row (1-based line number, the header is row 1) or the column.
 
     Examples
     --------
@@ -180,84 +355,112 @@ def read_loss_csv(path) -> LossTable:
     [-4.158883, -1.386294, 1.386294]
     >>> table.loss.round(6).tolist()         # x0 loss = e^{-lambda} eps loss
     [57.6, 2.0, 0.0125]
-    >>> table.source["coordinate"], table.source["parameterisation"]
-    ('sigma', 'eps')
+    >>> table.source["coordinate"], table.source["parameterisation"], table.source["form"]
+    ('sigma', 'eps', 'per-level')
+
+    Per-sample losses in any order are binned by level:
+
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = os.path.join(tmp, "log.csv")
+    ...     with open(path, "w") as fh:
+    ...         _ = fh.write("lam,loss_x0\n1,0.5\n-1,2\n0,1\n1,0.7\n-1,2.2\n0,1.2\n")
+    ...     table = read_loss_csv(path)
+    >>> table.lam.tolist(), table.loss.round(6).tolist(), table.source["form"]
+    ([-1.0, 0.0, 1.0], [2.1, 1.1, 0.6], 'per-sample, binned')
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"loss table not found: {str(path)!r}")
-    with path.open(newline="") as fh:
-        rows = [r for r in csv.reader(fh) if r and not r[0].lstrip().startswith("#")]
-    if not rows:
-        raise ValueError(f"{path}: empty file; expected a header row and one row per noise level")
-    header = [h.strip().lower() for h in rows[0]]
-    if len(set(header)) != len(header):
-        raise ValueError(f"{path}: duplicate column names in header {header}")
-    coord_names = [h for h in header if h in COORDINATES or h in _ALIASES]
-    if len(coord_names) != 1:
-        allowed = sorted(set(COORDINATES) | set(_ALIASES))
-        raise ValueError(f"{path}: need exactly one noise-level column named one of {allowed}; header is {header}")
-    loss_names = [h for h in header if h.startswith("loss") and h not in _SE_COLUMNS]
-    if len(loss_names) != 1:
-        raise ValueError(f"{path}: need exactly one loss column named one of {sorted(_LOSS_COLUMNS)}; header is {header}")
-    if loss_names[0] not in _LOSS_COLUMNS:
-        raise ValueError(f"{path}: unknown parameterisation in column {loss_names[0]!r}; "
-                         f"allowed loss columns are {sorted(_LOSS_COLUMNS)} (x0-, eps- or v-prediction)")
-    param = _LOSS_COLUMNS[loss_names[0]]
-    cols = {"level": header.index(coord_names[0]), "loss": header.index(loss_names[0])}
-    se_name = next((h for h in header if h in _SE_COLUMNS), None)
-    count_name = next((h for h in header if h in _COUNT_COLUMNS), None)
-    if se_name:
-        cols["se"] = header.index(se_name)
-    if count_name:
-        cols["count"] = header.index(count_name)
-    names = {"level": coord_names[0], "loss": loss_names[0], "se": se_name, "count": count_name}
-
-    values = {k: [] for k in cols}
-    for r_i, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
-            raise ValueError(f"{path}: row {r_i} has {len(row)} fields; the header has {len(header)}")
-        for key, c in cols.items():
-            text = row[c].strip()
-            try:
-                v = float(text)
-            except ValueError:
-                raise ValueError(f"{path}: row {r_i}, column {names[key]!r}: {text!r} is not a number") from None
-            if not np.isfinite(v):
-                raise ValueError(f"{path}: row {r_i}, column {names[key]!r}: {text!r} is not finite")
-            values[key].append(v)
-    if len(values["level"]) < 3:
-        raise ValueError(f"{path}: need at least 3 noise levels; got {len(values['level'])}")
-    level = np.array(values["level"])
-    loss = np.array(values["loss"])
-    for i in range(1, level.size):
-        if level[i] == level[i - 1]:
-            raise ValueError(f"{path}: row {i + 2}, column {names['level']!r}: duplicate level {float(level[i])!r}")
-        if level[i] < level[i - 1]:
-            raise ValueError(f"{path}: row {i + 2}, column {names['level']!r}: levels must be strictly increasing "
-                             f"down the file; {float(level[i])!r} follows {float(level[i - 1])!r}")
-    for i, v in enumerate(loss):
-        if v <= 0:
-            raise ValueError(f"{path}: row {i + 2}, column {names['loss']!r}: loss must be > 0; got {float(v)!r}")
+    # utf-8-sig drops a byte-order mark; universal newlines turn CRLF into LF.
+    with path.open(encoding="utf-8-sig") as fh:
+        header_line, first_row = None, 1
+        for line in fh:
+            if line.strip() and not line.lstrip().startswith("#"):
+                header_line = line
+                break
+            first_row += 1
+        if header_line is None:
+            raise ValueError(f"{path}: empty file; expected a header row and one row per noise level")
+        header = [h.strip().lower() for h in next(csv.reader([header_line]))]
+        if len(set(header)) != len(header):
+            raise ValueError(f"{path}: duplicate column names in header {header}")
+        coord_names = [h for h in header if h in COORDINATES or h in _ALIASES]
+        if len(coord_names) != 1:
+            allowed = sorted(set(COORDINATES) | set(_ALIASES))
+            raise ValueError(f"{path}: need exactly one noise-level column named one of {allowed}; "
+                             f"header is {header}")
+        loss_names = [h for h in header if h.startswith("loss") and h not in _SE_COLUMNS]
+        if len(loss_names) != 1:
+            raise ValueError(f"{path}: need exactly one loss column named one of {sorted(_LOSS_COLUMNS)}; "
+                             f"header is {header}")
+        if loss_names[0] not in _LOSS_COLUMNS:
+            raise ValueError(f"{path}: unknown parameterisation in column {loss_names[0]!r}; "
+                             f"allowed loss columns are {sorted(_LOSS_COLUMNS)} (x0-, eps- or v-prediction)")
+        param = _LOSS_COLUMNS[loss_names[0]]
+        cols = {"level": header.index(coord_names[0]), "loss": header.index(loss_names[0])}
+        se_name = next((h for h in header if h in _SE_COLUMNS), None)
+        count_name = next((h for h in header if h in _COUNT_COLUMNS), None)
+        if se_name:
+            cols["se"] = header.index(se_name)
+        if count_name:
+            cols["count"] = header.index(count_name)
+        names = {"level": coord_names[0], "loss": loss_names[0], "se": se_name, "count": count_name}
+        values, row_of = _read_columns(path, fh, cols, names, len(header), first_row + 1, progress)
+    level, loss = values["level"], values["loss"]
+    if level.size < 3:
+        raise ValueError(f"{path}: need at least 3 noise levels; got {level.size}")
+    per_level = level.size <= PER_LEVEL_MAX_ROWS and bool(np.all(np.diff(level) > 0))
+    if per_level:
+        bad = np.flatnonzero(loss <= 0)
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{path}: row {row_of(i)}, column {names['loss']!r}: loss must be > 0; "
+                             f"got {float(loss[i])!r}")
+    else:
+        bad = np.flatnonzero(loss < 0)
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"{path}: row {row_of(i)}, column {names['loss']!r}: a per-sample loss must be "
+                             f">= 0; got {float(loss[i])!r}")
     coord = get_coordinate(coord_names[0])
     try:
         lam = coord.to_lam(level)
     except ValueError as exc:
         raise ValueError(f"{path}: column {names['level']!r}: {exc}") from None
-    se = np.array(values["se"]) if "se" in values else None
+    source = {"path": str(path), "coordinate": coord.name, "parameterisation": param, "rows": int(level.size)}
+    if not per_level:
+        x0 = x0_loss_from(loss, lam, param)
+        lam_b, mean, se, count = bin_losses(lam, x0, n_bins=n_bins)
+        if lam_b.size < 3:
+            raise ValueError(f"{path}: need at least 3 noise levels with {MIN_BIN_COUNT} or more losses each; "
+                             f"the {level.size} rows give {lam_b.size}")
+        if np.any(mean <= 0):
+            raise ValueError(f"{path}: the mean loss of a bin is 0 (at log-SNR {float(lam_b[mean <= 0][0]):.6g}); "
+                             "the MMSE is positive")
+        ok = se > 0
+        # A bin whose losses are all equal has no scatter: give it the median relative error of the others.
+        if not np.all(ok):
+            se = np.where(ok, se, np.median(se[ok] / mean[ok]) * mean) if np.any(ok) else None
+        source["form"] = "per-sample, binned"
+        source["bins"] = int(lam_b.size)
+        return LossTable(lam=lam_b, loss=mean, stderr=se, count=count, source=source)
+    se = values.get("se")
     if se is not None and np.any(se <= 0):
         i = int(np.flatnonzero(se <= 0)[0])
-        raise ValueError(f"{path}: row {i + 2}, column {se_name!r}: standard error must be > 0; got {float(se[i])!r}")
-    count = np.array(values["count"]) if "count" in values else None
+        raise ValueError(f"{path}: row {row_of(i)}, column {se_name!r}: standard error must be > 0; "
+                         f"got {float(se[i])!r}")
+    count = values.get("count")
     if count is not None and np.any(count < 1):
         i = int(np.flatnonzero(count < 1)[0])
-        raise ValueError(f"{path}: row {i + 2}, column {count_name!r}: count must be >= 1; got {float(count[i])!r}")
+        raise ValueError(f"{path}: row {row_of(i)}, column {count_name!r}: count must be >= 1; "
+                         f"got {float(count[i])!r}")
     order = np.argsort(lam)  # decreasing coordinates (sigma, DDPM t) arrive in reverse lam order
     lam = lam[order]
     x0 = x0_loss_from(loss[order], lam, param)
     x0_se = None if se is None else x0_loss_from(se[order], lam, param)
+    source["form"] = "per-level"
     return LossTable(lam=lam, loss=x0, stderr=x0_se, count=None if count is None else count[order],
-                     source={"path": str(path), "coordinate": coord.name, "parameterisation": param})
+                     source=source)
 
 
 def _ispline_basis(x, knots_inner, lo, hi, degree: int = 3):
@@ -519,3 +722,61 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
                        info={"n_levels": n, "n_basis": J, "basis_selection": selection,
                              "reduced_chi2": chi2, "penalty": penalty, "n_boot": int(n_boot),
                              "weights": "inverse relative stderr" if rel is not None else "uniform (log scale)"})
+
+
+#: A fit whose reduced chi-square (with standard errors) exceeds this is reported as poor: the smallest
+#: monotone profile consistent with the data has chi2/dof within 3 sd of 1, i.e. about 1.5 for 20 levels,
+#: so 4 means the losses are not a smooth non-increasing function of lambda within their errors.
+POOR_FIT_REDUCED_CHI2 = 4.0
+#: Without standard errors, the RMS residual of the log-loss fit above which the fit is reported as poor
+#: (0.25: a typical deviation of about 28 % between the measured and the fitted loss).
+POOR_FIT_LOG_RMS = 0.25
+
+
+def loss_profile_warnings(table: LossTable, profile: MMSEProfile) -> list[str]:
+    r"""Plain-language warnings about a loss table and its monotone fit (empty list when none apply).
+
+    Two checks, each a one-line message:
+
+    - *losses increase with* :math:`\lambda`: the correlation of :math:`\lambda_i` and
+      :math:`\log L_i` is positive.  The MMSE cannot increase with the signal-to-noise ratio, so the
+      column's parameterisation is probably wrong (an eps-prediction loss labelled ``loss_x0``
+      grows like :math:`e^{\lambda}`) or the model is far from converged;
+    - *poor fit*: reduced chi-square above :data:`POOR_FIT_REDUCED_CHI2` (with standard errors),
+      or an RMS log residual above :data:`POOR_FIT_LOG_RMS` (without).
+
+    Parameters
+    ----------
+    table : LossTable
+        The measured levels (:func:`read_loss_csv`).
+    profile : MMSEProfile
+        Its fit (:func:`fit_mmse_profile`).
+
+    Returns
+    -------
+    list of str
+        The messages, in the order above.
+
+    Examples
+    --------
+    >>> lam = np.linspace(-4.0, 4.0, 9)
+    >>> t = LossTable(lam=lam, loss=np.exp(0.5 * lam))   # increasing: not an x0 loss
+    >>> [m.split(":")[0] for m in loss_profile_warnings(t, fit_mmse_profile(t.lam, t.loss, n_boot=0))]
+    ['losses increase with lambda', 'poor fit']
+    """
+    out = []
+    y = np.log(table.loss)
+    if table.lam.size >= 3 and np.std(y) > 0:
+        r = float(np.corrcoef(table.lam, y)[0, 1])
+        if r > 0:
+            out.append(f"losses increase with lambda: correlation of lambda and log loss is {r:+.2f}; the MMSE "
+                       "cannot increase with SNR (is the loss column's parameterisation right, e.g. loss_eps "
+                       "written as loss_x0?), so the monotone fit flattens them")
+    chi2 = float(profile.info.get("reduced_chi2", 0.0))
+    if table.stderr is not None and chi2 > POOR_FIT_REDUCED_CHI2:
+        out.append(f"poor fit: reduced chi-square {chi2:.3g} > {POOR_FIT_REDUCED_CHI2:g}; the losses are not a "
+                   "smooth non-increasing function of lambda within their standard errors")
+    elif table.stderr is None and np.sqrt(chi2) > POOR_FIT_LOG_RMS:
+        out.append(f"poor fit: RMS residual of log loss {np.sqrt(chi2):.3g} > {POOR_FIT_LOG_RMS:g}; the losses "
+                   "are not a smooth non-increasing function of lambda")
+    return out

@@ -48,8 +48,6 @@ def _profile_from_data(args):
     lo = -12.0 if args.lam_min is None else args.lam_min
     hi = 12.0 if args.lam_max is None else args.lam_max
     lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
-    if args.levels < 3:
-        raise ValueError(f"--levels must be >= 3; got {args.levels}")
     model = load_data(args.from_data)
     res = schedule_from_model(model, np.linspace(lo, hi, args.levels), rule=args.rule, coordinate=args.coordinate,
                               floor=args.floor, n_samples=args.samples, rng=args.seed)
@@ -57,25 +55,50 @@ def _profile_from_data(args):
             "source": {"data": args.from_data}, "schedule": res.schedule}
 
 
-def _profile_from_losses(args):
-    from noisealloc.theory.entropic import schedule_from_rate
-    from noisealloc.theory.loss_profiles import fit_mmse_profile, read_loss_csv
+def _progress_printer(path):
+    import sys
+    import time
 
-    table = read_loss_csv(args.from_losses)
+    state = {"last": time.monotonic()}
+
+    def report(fraction, rows):
+        # a line every few seconds on long reads only: a short file prints nothing
+        now = time.monotonic()
+        if now - state["last"] >= 2.0:
+            state["last"] = now
+            pct = "" if fraction is None else f" ({fraction:.0%} of the file)"
+            print(f"reading {path}: {rows:,} rows{pct}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _profile_from_losses(args):
+    import sys
+
+    from noisealloc.theory.entropic import schedule_from_rate
+    from noisealloc.theory.loss_profiles import fit_mmse_profile, loss_profile_warnings, read_loss_csv
+
+    table = read_loss_csv(args.from_losses, progress=_progress_printer(args.from_losses))
+    if table.source.get("form") != "per-level":
+        print(f"{args.from_losses}: {table.source['rows']:,} per-sample losses binned into {table.lam.size} "
+              "levels", file=sys.stderr)
     lo_m, hi_m = float(table.lam[0]), float(table.lam[-1])
     lo = lo_m if args.lam_min is None else args.lam_min
     hi = hi_m if args.lam_max is None else args.lam_max
     if lo < lo_m - 1e-9 or hi > hi_m + 1e-9 or not lo < hi:
-        raise ValueError(f"[--lam-min, --lam-max] = [{lo}, {hi}] must be a non-empty part of the measured range "
-                         f"[{lo_m:.6g}, {hi_m:.6g}] of {args.from_losses} (a fitted MMSE is not extrapolated)")
+        raise ValueError(f"[--lam-min, --lam-max] = [{lo:g}, {hi:g}] must be a non-empty part of the measured "
+                         f"range [{lo_m:.6g}, {hi_m:.6g}] of {args.from_losses} (a fitted MMSE is not extrapolated)")
     prof = fit_mmse_profile(table.lam, table.loss, table.stderr, rng=args.seed)
+    for msg in loss_profile_warnings(table, prof):
+        print(f"warning: {msg}", file=sys.stderr)
     lam = np.linspace(lo, hi, args.levels)
     band = prof.band(lam, (0.025, 0.975))
     method = "monotone I-spline fit of log loss"
     res = schedule_from_rate(lam, prof.entropy_rate(lam), rule=args.rule, coordinate=args.coordinate,
                              floor=args.floor, method=method)
     return {"lam": lam, "h": res.h, "band": band, "method": method, "measured": table, "profile": prof,
-            "source": {"losses": args.from_losses, **table.source, "fit": prof.info}, "schedule": res.schedule}
+            "law": "measured losses", "source": {"losses": args.from_losses, **table.source, "fit": prof.info},
+            "schedule": res.schedule}
 
 
 def compare_rows(profile, schedules, coordinate: str):
@@ -169,6 +192,8 @@ def run(args) -> int:
     from noisealloc import __version__
     from noisealloc.theory.schedule_io import save_json
 
+    if args.levels < 3:  # one rule for both sources: a profile needs 3 levels to have a shape
+        raise ValueError(f"--levels must be >= 3; got {args.levels}")
     profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
     schedule = profile["schedule"]
     lam_mean = float(np.trapezoid(profile["lam"] * schedule.to("lambda").pdf(profile["lam"]), profile["lam"]))
