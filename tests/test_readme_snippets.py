@@ -54,3 +54,31 @@ def test_snippet_runs_and_passes_ks(name, schedule_dir):
     sched = load_json(schedule_dir / "schedule.json")
     p = stats.kstest(lam, sched.cdf).pvalue
     assert p > tolerances.KS_ALPHA, f"{name} snippet: KS p = {p:.2e}"
+
+
+def _readme_schedule_commands():
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO_ROOT / "README.md").read_text(), re.S)
+    lines = [l.split("#")[0].strip() for b in blocks for l in b.splitlines()]
+    return [l.split()[1:] for l in lines if l.startswith("noisealloc schedule ")]
+
+
+def test_readme_has_schedule_commands():
+    cmds = _readme_schedule_commands()
+    assert len(cmds) >= 3 and any("--from-losses" in c for c in cmds) and any("--plot" in c for c in cmds)
+
+
+@pytest.mark.slow
+def test_every_readme_schedule_command_exits_0(tmp_path):
+    """Issue 13, acceptance 1: each `noisealloc schedule` line of the README, in order, in a fresh folder
+    (losses.csv: per-sample losses of a 1-D Gaussian, as a training loop logs them)."""
+    rng = np.random.default_rng(0)
+    lam = rng.uniform(-8.0, 8.0, 20_000)
+    loss = rng.chisquare(1, lam.size) / (1.0 + np.exp(lam))
+    (tmp_path / "losses.csv").write_text("lam,loss_x0\n" + "".join(f"{a:.8g},{b:.8g}\n" for a, b in zip(lam, loss)))
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for argv in _readme_schedule_commands():
+            assert main(argv) == 0, argv
+    finally:
+        os.chdir(cwd)

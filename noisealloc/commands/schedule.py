@@ -41,6 +41,7 @@ def add_arguments(parser) -> None:
 
 
 def _profile_from_data(args):
+    from noisealloc.theory.data_scale import data_scale
     from noisealloc.theory.datasets import load_data
     from noisealloc.theory.entropic import schedule_from_model
     from noisealloc.theory.errors import check_interval
@@ -52,7 +53,8 @@ def _profile_from_data(args):
     res = schedule_from_model(model, np.linspace(lo, hi, args.levels), rule=args.rule, coordinate=args.coordinate,
                               floor=args.floor, n_samples=args.samples, rng=args.seed)
     return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": res.method,
-            "source": {"data": args.from_data}, "schedule": res.schedule}
+            "source": {"data": args.from_data}, "schedule": res.schedule,
+            "data_scale": data_scale(model, rng=args.seed)}
 
 
 def _progress_printer(path):
@@ -146,6 +148,13 @@ def _load_any(path):
     return {s.name: s}
 
 
+#: The log inset of the h panel spans this many decades below the maximum of h: below it h carries no
+#: schedule mass worth seeing (the square-root density there is < 1e-4 of its peak).
+PLOT_LOG_DECADES = 8.0
+#: Heuristic schedules overlaid on the density panel, at the data's scale (THEORY.md §5).
+PLOT_HEURISTICS = ("edm_lognormal", "cosine")
+
+
 def _plot(path, profile, schedule, args):
     import matplotlib
 
@@ -154,35 +163,75 @@ def _plot(path, profile, schedule, args):
 
     from noisealloc.commands._output import savefig_atomic
     from noisealloc.theory.coordinates import get_coordinate
+    from noisealloc.theory.data_scale import SIGMA_DATA, shifted_heuristic_pdfs
 
     c = get_coordinate(args.coordinate)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    lam = profile["lam"]
-    ax1.semilogy(lam, profile["h"], color="C0", label=r"$h(\lambda) = \frac{1}{2} e^\lambda\,\mathrm{mmse}(\lambda)$")
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    lam, h = profile["lam"], profile["h"]
+    h_max = float(np.max(h))
+    lines = []  # (x, y, style kwargs) drawn in both the linear panel and its log inset
+    lines.append((lam, h, dict(color="C0", lw=1.8, label=r"$h(\lambda) = \frac{1}{2} e^\lambda\,"
+                                                           r"\mathrm{mmse}(\lambda)$")))
+    bands = []
     if "band" in profile:
-        ax1.fill_between(lam, profile["band"][0], profile["band"][1], color="C0", alpha=0.25,
-                         label="95% bootstrap band")
+        bands.append((lam, profile["band"][0], profile["band"][1], "95% bootstrap band"))
         t = profile["measured"]
         keep = (t.lam >= lam[0]) & (t.lam <= lam[-1])
-        ax1.semilogy(t.lam[keep], 0.5 * np.exp(t.lam[keep]) * t.loss[keep], "k.", ms=4,
-                     label=r"measured $\frac{1}{2} e^\lambda \times$ loss")
+        lines.append((t.lam[keep], 0.5 * np.exp(t.lam[keep]) * t.loss[keep],
+                      dict(color="k", ls="none", marker=".", ms=4, label=r"measured $\frac{1}{2} e^\lambda \times$ loss")))
     elif np.any(profile.get("h_stderr", 0) > 0):
         se = profile["h_stderr"]
-        ax1.fill_between(lam, np.maximum(profile["h"] - 2 * se, 1e-300), profile["h"] + 2 * se, color="C0",
-                         alpha=0.25, label=r"$\pm 2$ s.e.")
+        bands.append((lam, np.maximum(h - 2 * se, 0.0), h + 2 * se, r"$\pm 2$ s.e. (Monte Carlo)"))
+    for x, y, kw in lines:
+        ax1.plot(x, y, **kw)
+    for x, lo_b, hi_b, label in bands:
+        ax1.fill_between(x, lo_b, hi_b, color="C0", alpha=0.25, label=label)
+    if profile.get("plateau") is not None:
+        ax1.axhline(profile["plateau"], color="C2", ls="--", lw=1,
+                    label=f"$d/2$ = {profile['plateau']:g} (population plateau)")
+    top = max(h_max, max((float(np.max(b[2])) for b in bands), default=0.0))
+    ax1.set_ylim(0.0, 1.15 * min(top, 3.0 * h_max) if h_max > 0 else 1.0)
     ax1.set_xlabel(r"log-SNR $\lambda$")
     ax1.set_ylabel(r"entropy rate $h(\lambda)$ [nats per unit $\lambda$]")
     ax1.set_title("entropy-rate profile (" + profile["method"] + ")", fontsize=9)
-    ax1.legend(fontsize=8)
+    # the inset and the legend go where h is low: upper right for a peak or a fall, upper left for a rise
+    rising = float(np.mean(h[lam >= lam[0] + 0.6 * (lam[-1] - lam[0])])) > 0.5 * h_max if h_max > 0 else False
+    ax1.legend(fontsize=7, loc="lower right" if rising else "upper left")
     ax1.grid(alpha=0.3)
+    if h_max > 0:
+        # log inset, clipped to PLOT_LOG_DECADES below the peak: the far tail (down to 1e-315 for
+        # well-separated atoms) says nothing about the schedule
+        ins = ax1.inset_axes([0.1, 0.52, 0.36, 0.42] if rising else [0.62, 0.52, 0.36, 0.42])
+        floor_y = h_max * 10.0 ** (-PLOT_LOG_DECADES)
+        for x, y, kw in lines:
+            ins.semilogy(x, np.where(y > floor_y, y, np.nan), **{k: v for k, v in kw.items() if k != "label"})
+        for x, lo_b, hi_b, _ in bands:
+            ins.fill_between(x, np.maximum(lo_b, floor_y), np.maximum(hi_b, floor_y), color="C0", alpha=0.25)
+        ins.set_ylim(floor_y, 3.0 * h_max)
+        ins.set_title(f"log scale ({PLOT_LOG_DECADES:g} decades)", fontsize=7)
+        ins.tick_params(labelsize=6)
+        ins.grid(alpha=0.3)
     u = np.linspace(*schedule.interval, 1000)
-    ax2.plot(u, schedule.pdf(u), color="C1")
+    ax2.plot(u, schedule.pdf(u), color="C1", lw=2, label=f"{args.rule}" + (f", floor {args.floor:g}" if args.floor else ""))
+    # heuristics at the data's scale: p(lam) = p_h(lam + 2 log(s / sigma_data)), moved to the coordinate
+    s_data = profile.get("data_scale")
+    lam_fine = np.linspace(lam[0], lam[-1], 1000)
+    pdfs = shifted_heuristic_pdfs(lam_fine, SIGMA_DATA if s_data is None else s_data, names=PLOT_HEURISTICS)
+    u_fine = c.from_lam(lam_fine)
+    scale_note = (f"shifted to the data scale s = {s_data:.3g}" if s_data is not None
+                  else f"at their design scale sigma_data = {SIGMA_DATA:g} (data scale unknown)")
+    for k, (name, p_lam) in enumerate(pdfs.items()):
+        # p_u(u) = p_lam(lam(u)) |dlam/du|
+        ax2.plot(u_fine, p_lam * np.abs(c.dlam_du(u_fine)), color=f"C{k + 3}", ls="--", lw=1.2, label=name)
     ax2.set_xlabel(c.label)
     ax2.set_ylabel(f"density per unit of {c.name}")
-    ax2.set_title(f"{args.rule} schedule" + (f", floor {args.floor:g}" if args.floor else ""), fontsize=9)
+    ax2.set_title(f"schedule; heuristics {scale_note}", fontsize=8)
+    ax2.legend(fontsize=7)
     ax2.grid(alpha=0.3)
+    law = profile.get("law")
     fig.suptitle("noisealloc schedule: " + ", ".join(f"{k}={v}" for k, v in profile["source"].items()
-                                                     if k in ("data", "losses")), fontsize=10)
+                                                     if k in ("data", "losses"))
+                 + (f"; law: {law}" if law else ""), fontsize=10)
     fig.tight_layout()
     savefig_atomic(fig, path)
     plt.close(fig)
