@@ -38,6 +38,9 @@ OUTPUTS: dict[tuple[str, str], str] = {
     ("reproduce", "out"): "dir",
     ("sweep", "out"): "dir",
 }
+#: Output folders that may be read-only when they already exist (a complete sweep cache can still
+#: be summarised there; the command refuses by itself when it would have to write).
+READ_ONLY_OUTPUTS: set[tuple[str, str]] = {("sweep", "out")}
 #: Files a command reads, checked up front for the same reason: (command, dest) -> 'file'.
 INPUTS: dict[tuple[str, str], str] = {
     ("schedule", "from_losses"): "file", ("schedule", "compare"): "file",
@@ -148,7 +151,10 @@ def check_paths(command: str, args) -> None:
         value = getattr(args, dest, None) if cmd == command else None
         if value is None:
             continue
-        check_output_path(value, _option(dest), kind)
+        if (cmd, dest) in READ_ONLY_OUTPUTS and os.path.isdir(os.fspath(value)):
+            pass
+        else:
+            check_output_path(value, _option(dest), kind)
         key = os.path.abspath(os.fspath(value))
         if key in seen:
             raise ValueError(f"{_option(dest)} and {seen[key]} name the same file {os.fspath(value)!r}")

@@ -55,6 +55,29 @@ def test_load_sweep_toml_roundtrip(tmp_path):
     [
         ({"grid": {"a": [1]}}, r"\[sweep\]"),
         ({"sweep": {"name": "x", "kind": "nope"}}, "kind must be one of"),
+        ({"sweep": {"name": "x", "kind": "subprocess:run"}, "fixed": {"args": "touch x", "shell": True}},
+         "never a function"),
+        ({"sweep": {"name": "x", "kind": "nosuch.module:fn"}}, "kind must be one of"),
+        ({"sweep": {"name": "x", "kind": "noisealloc.verify.sweep:cell_demo"}, "grid": {"a": [1.0]}},
+         "kind must be one of"),
+        ({"sweep": {"name": "/../../../../elsewhere/x", "kind": "demo"}, "grid": {"a": [1.0]}}, "one path component"),
+        ({"sweep": {"name": "..", "kind": "demo"}, "grid": {"a": [1.0]}}, "one path component"),
+        ({"sweep": {"name": "a/b", "kind": "demo"}, "grid": {"a": [1.0]}}, "one path component"),
+        ({"sweep": {"name": "x", "kind": "demo", "workers": 4}, "grid": {"a": [1.0]}}, r"unknown keys \['workers'\] in \[sweep\]"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [1.0], "zz": [1]}}, r"unknown keys \['zz'\] in \[grid\].*allowed: a, b, seed, sleep"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [1.0]}, "fixed": {"bb": 1}}, r"unknown keys \['bb'\] in \[fixed\]"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [1.0]}, "summary": {"colour": "red"}}, r"in \[summary\]"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"seed": [0]}}, r"needs \['a'\]"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": ["notanumber"]}}, "must be of type float"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [float("nan")]}}, "must be a finite number"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "fixed": {"a": float("inf")}}, "must be a finite number"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [1.0], "seed": [1.5]}}, "must be of type int"),
+        ({"sweep": {"name": "x", "kind": "coupling"}, "grid": {"data": ["dirac:K=2,D=1,sep=2,seed=0"], "J": [2]},
+          "fixed": {"lam_min": float("nan")}}, "lam_min = nan must be a finite number"),
+        ({"sweep": {"name": "x", "kind": "coupling"}, "grid": {"data": ["dirac:K=2,D=1,sep=2,seed=0"], "J": [2]},
+          "fixed": {"levels": 2}}, "levels = 2 must be >= 3"),
+        ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": list(range(1000)), "b": list(range(1000)),
+                                                          "seed": list(range(1000))}}, "1000000000 cells, above the limit"),
         ({"sweep": {"name": "", "kind": "demo"}}, "name must be a non-empty string"),
         ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": []}}, "axis 'a' must be a non-empty list"),
         ({"sweep": {"name": "x", "kind": "demo"}, "grid": {"a": [1]}, "fixed": {"a": 2}}, "both"),
@@ -162,11 +185,17 @@ def test_sweep_engine_does_not_import_matplotlib(tmp_path):
     assert (tmp_path / "summary.png").stat().st_size > 0
 
 
-def test_failing_cell_is_recorded_not_raised(tmp_path):
+def test_failing_cell_is_reported_not_cached(tmp_path):
     key = "k" * 24
     rec = S.run_cell("noisealloc.verify.sweep:cell_demo", {"a": "not-a-number", "seed": 0}, str(tmp_path), key)
-    assert "TypeError" in rec["result"]["error"]  # numpy raises a TypeError subclass (UFuncTypeError)
+    assert "TypeError" in rec["error"] and "result" not in rec  # numpy raises a TypeError subclass
+    assert not (tmp_path / "cells" / f"{key}.json").exists()  # never cached as a result
+    assert json.loads((tmp_path / "failed" / f"{key}.json").read_text())["error"] == rec["error"]
     assert S.run_counts(tmp_path) == {key: 1}
+    # retried: a second call computes again (and a success removes the failure record)
+    ok = S.run_cell("noisealloc.verify.sweep:cell_demo", {"a": 1.0, "seed": 0}, str(tmp_path), key)
+    assert "result" in ok and S.run_counts(tmp_path) == {key: 2}
+    assert not (tmp_path / "failed" / f"{key}.json").exists()
 
 
 def test_code_version_covers_dependencies():
@@ -175,3 +204,153 @@ def test_code_version_covers_dependencies():
     assert v_demo != v_cpl and len(v_demo) == 16
     files = S._sources("noisealloc.solvers")
     assert any(f.name == "problems.py" for f in files)
+
+
+def test_huge_grid_refused_fast_and_allowed_with_override():
+    import time
+
+    doc = {"sweep": {"name": "x", "kind": "demo"},
+           "grid": {"a": [float(i) for i in range(1000)], "b": [1.0] * 1000, "seed": list(range(1000))}}
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="--allow-large"):
+        S.parse_sweep(doc)
+    assert time.perf_counter() - t0 < 1.0
+    assert S.parse_sweep(doc, allow_large=True).n_cells == 10**9
+
+
+def test_coupling_cell_refuses_two_levels():
+    with pytest.raises(ValueError, match="levels must be >= 3"):
+        S.cell_coupling(data="dirac:K=2,D=1,sep=2,seed=0", J=2, levels=2)
+
+
+def _demo_cells(out, a_values):
+    spec = S.parse_sweep({"sweep": {"name": "d", "kind": "demo"}, "grid": {"a": a_values}})
+    return spec
+
+
+class _InlineClient:
+    """A stand-in for a Dask client that runs each task at once in this process (fast engine tests)."""
+
+    def submit(self, fn, *args, key=None, pure=None):
+
+        class F:
+            def __init__(self, value):
+                self.value = value
+
+            def result(self):
+                return self.value
+
+            def done(self):
+                return True
+
+            def cancel(self):
+                pass
+
+        return F(fn(*args))
+
+
+def _run_inline(spec, out, monkeypatch, **kw):
+    import distributed
+
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
+    return S.run_sweep(spec, out, client=_InlineClient(), **kw)
+
+
+def test_failed_cell_makes_sweep_incomplete_and_is_retried(tmp_path, monkeypatch):
+    spec = S.parse_sweep({"sweep": {"name": "d", "kind": "coupling"},
+                          "grid": {"data": ["dirac:K=0"], "J": [1]}, "fixed": {"levels": 5}})
+    res = _run_inline(spec, tmp_path / "o", monkeypatch)
+    assert not res.complete and len(res.failed) == 1 and res.summary_csv is None
+    assert "K" in res.failed[0]["error"]
+    assert list((tmp_path / "o" / "cells").iterdir()) == []
+    again = _run_inline(spec, tmp_path / "o", monkeypatch)
+    assert again.n_cached == 0 and len(again.failed) == 1  # retried, not read from a cache
+    assert S.run_counts(tmp_path / "o") == {again.keys[0]: 2}
+
+
+def test_cli_sweep_failed_cell_exits_nonzero(tmp_path, capsys, monkeypatch):
+    from noisealloc.cli import main
+
+    monkeypatch.setattr(S, "_client", lambda scheduler, n: (_InlineClient(), None))
+    import distributed
+
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
+    monkeypatch.setattr(_InlineClient, "close", lambda self: None, raising=False)
+    f = _write_toml(tmp_path / "f.toml", {"sweep": {"name": "f", "kind": "coupling"},
+                                          "grid": {"data": ["dirac:K=0"], "J": [1]}})
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
+    cap = capsys.readouterr()
+    err = cap.err.strip().splitlines()
+    assert len(err) == 1 and "1 of 1 cells failed" in err[0] and "Traceback" not in cap.err
+    assert "1 failed" in cap.out and "computed" in cap.out
+
+
+def test_truncated_or_configless_cell_is_recomputed(tmp_path, monkeypatch):
+    spec = _demo_cells(tmp_path, [1.0, 2.0])
+    out = tmp_path / "o"
+    first = _run_inline(spec, out, monkeypatch)
+    assert first.complete
+    p0 = out / "cells" / f"{first.keys[0]}.json"
+    p1 = out / "cells" / f"{first.keys[1]}.json"
+    p0.write_text(p0.read_text()[:20])  # truncated
+    rec = json.loads(p1.read_text())
+    del rec["config"]
+    p1.write_text(json.dumps(rec))
+    second = _run_inline(spec, out, monkeypatch)
+    assert second.complete and sorted(second.recomputed) == sorted([p0, p1])
+    assert (out / "summary.csv").read_bytes() == first.summary_csv.read_bytes()
+    assert S.read_cell(p0, first.keys[0]) is not None
+
+
+def test_other_sweep_refuses_the_directory(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch)
+    before = (out / "summary.csv").read_bytes()
+    with pytest.raises(ValueError, match="holds another sweep"):
+        _run_inline(_demo_cells(tmp_path, [2.0]), out, monkeypatch)
+    assert (out / "summary.csv").read_bytes() == before
+    (out / "sweep.json").write_text("{trunc")
+    with pytest.raises(ValueError, match=r"sweep.json: corrupt"):
+        _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch)
+
+
+def test_lock_refuses_a_second_run(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    out.mkdir()
+    with S.SweepLock(out):
+        # another process holds the lock: flock locks belong to open file descriptions, so a second
+        # open in this process conflicts just as another process would
+        with pytest.raises(ValueError, match="in use by another sweep"):
+            _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch)
+    assert _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch).complete  # released
+
+
+def test_read_only_complete_cache_is_summarised(tmp_path, monkeypatch):
+    out = tmp_path / "o"
+    spec = _demo_cells(tmp_path, [1.0, 2.0])
+    first = _run_inline(spec, out, monkeypatch)
+    table = first.summary_csv.read_bytes()
+    monkeypatch.setattr(S, "_writable", lambda path: False)  # root passes chmod, so the probe is replaced
+    res = S.run_sweep(spec, out)
+    assert res.complete and res.summary_csv == out / "summary.csv" and res.summary_text is None
+    (out / "summary.csv").unlink()
+    res = S.run_sweep(spec, out)
+    assert res.summary_text.encode() == table and res.summary_csv is None
+    (out / "cells" / f"{first.keys[0]}.json").unlink()
+    with pytest.raises(ValueError, match="read-only and 1 of 2 cells"):
+        S.run_sweep(spec, out)
+
+
+def test_unreachable_scheduler_is_one_line_fast(tmp_path, capsys):
+    import time
+
+    from noisealloc.cli import main
+
+    f = _write_toml(tmp_path / "f.toml", {"sweep": {"name": "f", "kind": "demo"}, "grid": {"a": [1.0]}})
+    t0 = time.perf_counter()
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert time.perf_counter() - t0 < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot connect" in err[0]
+    assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--scheduler", "http://x"]) == 2
+    assert "tcp://HOST:PORT" in capsys.readouterr().err

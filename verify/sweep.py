@@ -4,7 +4,7 @@ A sweep file::
 
     [sweep]
     name = "coupling-dirac"
-    kind = "coupling"                 # a key of CELL_KINDS, or "package.module:function"
+    kind = "coupling"                 # a key of CELL_KINDS (never an import path: a sweep file runs no code)
 
     [fixed]                           # options shared by every cell
     levels = 97
@@ -20,12 +20,20 @@ A sweep file::
     y = "efficiency"
     group = "data"
 
+The name is one path component (letters, digits, ``.``, ``_``, ``-``); the keys of ``[fixed]`` and
+``[grid]`` are the cell kind's parameters (:func:`cell_parameters`), checked with their types when
+the file is parsed, so a misspelt key or a value of the wrong type never reaches a worker.
+
 Each cell is the dict ``fixed | grid point``.  Its result is cached as ``OUT/cells/<key>.json`` where
 ``key = sha256(kind, config, code version)`` and the code version hashes the package version and the
 source of this module and of the cell function's module, so editing the code invalidates the cache.
 Results are written atomically by the worker that computed them, so an interrupted sweep (a killed
 client, a stopped cluster) keeps every finished cell and a rerun computes only the missing ones.  Each
-computation appends one line to ``OUT/runs/<key>.log`` (the cell-level run counter).  At the end
+computation appends one line to ``OUT/runs/<key>.log`` (the cell-level run counter).  A cell whose
+function raises is recorded in ``OUT/failed/<key>.json``, never as a result: the sweep reports it
+and exits non-zero, and a rerun retries it.  ``OUT/sweep.json`` holds the sweep's identity (name,
+kind, fixed, grid): another sweep refuses that directory.  ``OUT/.lock`` (an ``flock``) keeps two
+runs from sharing one directory.  At the end
 ``OUT/summary.csv`` is written (one row per cell in grid order: configuration then results), and
 ``OUT/summary.png`` when the caller passes a plot function (``noisealloc sweep`` passes
 :func:`noisealloc.figures.sweep_summary.plot_summary`): this module computes and tabulates but never
@@ -44,7 +52,9 @@ import importlib.util
 import io
 import itertools
 import json
+import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +69,10 @@ __all__ = [
     "parse_sweep",
     "expand_grid",
     "code_version",
+    "cell_parameters",
+    "SweepLock",
     "cell_key",
+    "read_cell",
     "run_cell",
     "run_sweep",
     "run_counts",
@@ -107,7 +120,8 @@ class SweepSpec:
 
     @property
     def n_cells(self) -> int:
-        return int(np.prod([len(v) for v in self.grid.values()])) if self.grid else 1
+        # Python integers: a numpy product of axis lengths overflows silently for huge grids.
+        return math.prod(len(v) for v in self.grid.values())
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
@@ -116,8 +130,87 @@ def _atomic_bytes(path: Path, data: bytes) -> None:
     atomic_write(path, lambda fh: fh.write(data))
 
 
-def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
+#: Keys of the ``[sweep]`` table.
+SWEEP_KEYS = ("name", "kind")
+#: Keys of the ``[summary]`` table (the plot's options).
+SUMMARY_KEYS = ("x", "y", "group", "logx", "logy", "xlabel", "ylabel", "title")
+#: A sweep name: one path component, so ``sweep-<name>`` never leaves the working directory.
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+#: Smallest value of integer cell parameters, where a smaller one cannot give a result.
+_PARAM_MINIMUM = {"levels": 3, "J": 1, "N": 1, "q": 1, "eval_levels": 2, "eval_n": 1, "h_levels": 3,
+                  "h_samples": 2}
+
+
+def cell_parameters(kind: str) -> dict:
+    """The parameters a registered cell kind accepts, with their type and whether they are required.
+
+    Read from the cell function's keyword-only signature, so a kind declares its parameters once.
+
+    Parameters
+    ----------
+    kind : str
+        A key of :data:`CELL_KINDS`.
+
+    Returns
+    -------
+    dict of str to tuple
+        ``name -> (type annotation as a string, required)``.
+
+    Raises
+    ------
+    ValueError
+        ``kind`` is not registered.
+
+    Examples
+    --------
+    >>> cell_parameters("demo")["a"]
+    ('float', True)
+    """
+    import inspect
+
+    if kind not in CELL_KINDS:
+        raise ValueError(f"cell kind {kind!r} is not registered; allowed: {', '.join(CELL_KINDS)}")
+    fn = _resolve(CELL_KINDS[kind])
+    out = {}
+    for name, par in inspect.signature(fn).parameters.items():
+        if par.kind is par.KEYWORD_ONLY:
+            ann = par.annotation if isinstance(par.annotation, str) else getattr(par.annotation, "__name__", "")
+            out[name] = (str(ann), par.default is par.empty)
+    return out
+
+
+def _check_value(source: str, where: str, key: str, value, ann: str) -> None:
+    """Refuse a cell option whose type does not match its annotation, or a non-finite number."""
+    types = {t.strip() for t in ann.split("|")}
+    bad = None
+    if isinstance(value, bool):
+        bad = "bool" not in types
+    elif isinstance(value, int):
+        bad = not types & {"int", "float"}
+    elif isinstance(value, float):
+        if "float" not in types:
+            bad = True
+        elif not math.isfinite(value):
+            raise ValueError(f"{source}: {where} {key} = {value!r} must be a finite number")
+    elif isinstance(value, str):
+        bad = "str" not in types
+    else:
+        bad = True
+    if bad and types & {"int", "float", "str", "bool"}:
+        raise ValueError(f"{source}: {where} {key} = {value!r} must be of type {ann}")
+    minimum = _PARAM_MINIMUM.get(key)
+    if minimum is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value < minimum:
+        raise ValueError(f"{source}: {where} {key} = {value!r} must be >= {minimum}")
+
+
+def parse_sweep(doc: dict, *, source: str = "<dict>", allow_large: bool = False) -> SweepSpec:
     """Validate a sweep document (the TOML as a dict).
+
+    Every check happens here, before any cell runs: the kind is a key of :data:`CELL_KINDS` (a
+    sweep file never names a callable), the name is one path component, the keys of every table are
+    known (those of ``[fixed]`` and ``[grid]`` are the kind's :func:`cell_parameters`), values have
+    the parameter's type and are finite, and the grid has at most
+    :data:`noisealloc.theory.limits.MAX_SWEEP_CELLS` cells.
 
     Parameters
     ----------
@@ -125,6 +218,8 @@ def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
         Tables ``sweep`` (``name``, ``kind``), and optionally ``fixed``, ``grid``, ``summary``.
     source : str
         Where the document came from, for the error messages.
+    allow_large : bool
+        Lift the limit on the number of cells.
 
     Returns
     -------
@@ -141,18 +236,25 @@ def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
     >>> spec.kind, spec.n_cells
     ('noisealloc.verify.sweep:cell_demo', 6)
     """
-    if not isinstance(doc, dict) or "sweep" not in doc:
+    from noisealloc.theory.limits import MAX_SWEEP_CELLS
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("sweep"), dict):
         raise ValueError(f"{source}: a sweep file needs a [sweep] table with 'name' and 'kind'")
     head = doc["sweep"]
+    unknown = sorted(set(head) - set(SWEEP_KEYS))
+    if unknown:
+        raise ValueError(f"{source}: unknown keys {unknown} in [sweep]; allowed: {', '.join(SWEEP_KEYS)}")
     name = head.get("name")
     kind = head.get("kind")
     if not isinstance(name, str) or not name:
         raise ValueError(f"{source}: [sweep] name must be a non-empty string; got {name!r}")
-    if not isinstance(kind, str) or not kind:
-        raise ValueError(f"{source}: [sweep] kind must be one of {tuple(CELL_KINDS)} or 'module:function'; got {kind!r}")
-    target = CELL_KINDS.get(kind, kind)
-    if ":" not in target:
-        raise ValueError(f"{source}: [sweep] kind must be one of {tuple(CELL_KINDS)} or 'module:function'; got {kind!r}")
+    if not _NAME_RE.fullmatch(name):
+        raise ValueError(f"{source}: [sweep] name {name!r} must be one path component: letters, digits, '.', '_', "
+                         "'-', starting with a letter or digit, at most 100 characters")
+    if not isinstance(kind, str) or kind not in CELL_KINDS:
+        raise ValueError(f"{source}: [sweep] kind must be one of {tuple(CELL_KINDS)} (a sweep file names a "
+                         f"registered kind, never a function); got {kind!r}")
+    target = CELL_KINDS[kind]
     grid = doc.get("grid", {})
     if not isinstance(grid, dict):
         raise ValueError(f"{source}: [grid] must be a table of lists")
@@ -168,20 +270,45 @@ def parse_sweep(doc: dict, *, source: str = "<dict>") -> SweepSpec:
     extra = set(doc) - {"sweep", "grid", "fixed", "summary"}
     if extra:
         raise ValueError(f"{source}: unknown tables {sorted(extra)}; allowed: sweep, fixed, grid, summary")
+    params = cell_parameters(kind)
+    for table, keys in (("[fixed]", fixed), ("[grid]", grid)):
+        unknown = [k for k in keys if k not in params]
+        if unknown:
+            raise ValueError(f"{source}: unknown keys {unknown} in {table} for kind {kind!r}; allowed: "
+                             f"{', '.join(params)}")
+    missing = [k for k, (_ann, required) in params.items() if required and k not in fixed and k not in grid]
+    if missing:
+        raise ValueError(f"{source}: kind {kind!r} needs {missing} in [fixed] or [grid]")
+    for k, v in fixed.items():
+        _check_value(source, "[fixed]", k, v, params[k][0])
+    for k, values in grid.items():
+        for v in values:
+            _check_value(source, "[grid]", k, v, params[k][0])
+    n_cells = math.prod(len(v) for v in grid.values())
+    if n_cells > MAX_SWEEP_CELLS and not allow_large:
+        raise ValueError(f"{source}: the grid has {n_cells} cells, above the limit {MAX_SWEEP_CELLS}; pass "
+                         "--allow-large to lift it")
+    if not isinstance(doc.get("summary", {}), dict):
+        raise ValueError(f"{source}: [summary] must be a table")
     summary = dict(doc.get("summary", {}))
+    unknown = sorted(set(summary) - set(SUMMARY_KEYS))
+    if unknown:
+        raise ValueError(f"{source}: unknown keys {unknown} in [summary]; allowed: {', '.join(SUMMARY_KEYS)}")
     for k in ("x", "group"):
         if k in summary and summary[k] not in grid:
             raise ValueError(f"{source}: summary.{k} = {summary[k]!r} must name a grid axis {tuple(grid)}")
     return SweepSpec(name, target, dict(fixed), {k: list(v) for k, v in grid.items()}, summary)
 
 
-def load_sweep(path) -> SweepSpec:
+def load_sweep(path, *, allow_large: bool = False) -> SweepSpec:
     """Read and validate a sweep TOML file.
 
     Parameters
     ----------
     path : str or os.PathLike
         The TOML file (format in the module docstring).
+    allow_large : bool
+        Lift the limit on the number of cells (:func:`parse_sweep`).
 
     Returns
     -------
@@ -204,7 +331,9 @@ def load_sweep(path) -> SweepSpec:
             doc = tomllib.load(fh)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{path}: not valid TOML: {exc}") from None
-    return parse_sweep(doc, source=str(path))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not valid TOML (not UTF-8: {exc.reason})") from None
+    return parse_sweep(doc, source=str(path), allow_large=allow_large)
 
 
 def expand_grid(spec: SweepSpec) -> list[dict]:
@@ -234,6 +363,11 @@ def expand_grid(spec: SweepSpec) -> list[dict]:
 
 
 def _resolve(target: str):
+    # Only registered targets are ever imported: a sweep file or a cached record cannot make a
+    # worker import and call an arbitrary function.
+    if target not in CELL_KINDS.values():
+        raise ValueError(f"cell function {target!r} cannot be imported: not a registered kind "
+                         f"({', '.join(CELL_KINDS)})")
     mod_name, fn_name = target.split(":", 1)
     try:
         mod = importlib.import_module(mod_name)
@@ -315,12 +449,42 @@ def cell_key(target: str, config: dict, version: str) -> str:
 
 
 # ----------------------------------------------------------------------------- execution
+def read_cell(path, key: str | None = None) -> dict | None:
+    """A cached cell record, or ``None`` when the file is absent, truncated or not a cell record.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        ``OUT/cells/<key>.json``.
+    key : str, optional
+        The key the record must carry.
+
+    Returns
+    -------
+    dict or None
+        The record (with ``key``, ``config``, ``result``), or ``None``: the cell must be computed.
+    """
+    try:
+        rec = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError):  # truncated or corrupt: computed again, never trusted
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("config"), dict) or "result" not in rec:
+        return None
+    if key is not None and rec.get("key") != key:
+        return None
+    return rec
+
+
 def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
-    """Compute one cell unless its result file exists; write it atomically; return the record.
+    """Compute one cell unless a valid result file exists; write it atomically; return the record.
 
     Runs on a Dask worker: everything it needs is in its arguments.  An exception raised by the
-    cell function is recorded as the result ``{"error": "Type: message"}`` (deterministic for one
-    code version), not raised.
+    cell function (or a result JSON cannot hold) is not raised and not cached as a result: the
+    record ``{"key", "config", "error": "Type: message", "seconds"}`` is written to
+    ``OUT/failed/<key>.json`` and returned, so the sweep reports it and a rerun retries the cell.
+    A cached file that is truncated or not a cell record (:func:`read_cell`) is computed again.
 
     Parameters
     ----------
@@ -336,14 +500,16 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
     Returns
     -------
     dict
-        ``{"key", "config", "result", "seconds"}``, as written to ``OUT/cells/<key>.json``.
+        ``{"key", "config", "result", "seconds"}``, as written to ``OUT/cells/<key>.json``, or the
+        failure record (with ``error`` instead of ``result``).
     """
     from noisealloc.verify._json import to_jsonable
 
     out = Path(out_dir)
     path = out / "cells" / f"{key}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    cached = read_cell(path, key)
+    if cached is not None:
+        return cached
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -354,12 +520,21 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
     fn = _resolve(target)
     try:
         result = fn(**config)
-    except Exception as exc:  # a failing cell is a result (deterministic for this code version), not a crash
-        result = {"error": f"{type(exc).__name__}: {exc}"}
-    record = {"key": key, "config": config, "result": to_jsonable(result),
-              "seconds": round(time.perf_counter() - t0, 3)}
-    text = json.dumps(to_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"
+        record = {"key": key, "config": config, "result": to_jsonable(result),
+                  "seconds": round(time.perf_counter() - t0, 3)}
+        text = json.dumps(to_jsonable(record), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    except Exception as exc:  # reported by the sweep and retried on rerun, never cached as a result
+        message = " ".join(f"{type(exc).__name__}: {exc}".split())
+        record = {"key": key, "config": to_jsonable(config), "error": message,
+                  "seconds": round(time.perf_counter() - t0, 3)}
+        failed = out / "failed"
+        failed.mkdir(parents=True, exist_ok=True)
+        _atomic_bytes(failed / f"{key}.json", (json.dumps(record, sort_keys=True, indent=1, default=str) + "\n").encode())
+        return record
     _atomic_bytes(path, text.encode())
+    stale = out / "failed" / f"{key}.json"
+    if stale.exists():  # an earlier failure of this cell, now computed
+        stale.unlink(missing_ok=True)
     return record
 
 
@@ -378,11 +553,18 @@ class SweepResult:
     records : list of dict or None
         Cell records in grid order (``None`` where a cell is unfinished).
     n_cells, n_cached, n_computed : int
-        Cells in the grid, found in the cache, computed by this call.
+        Cells in the grid, found in the cache, computed by this call (failed ones included).
     complete : bool
-        Every cell has a record.
+        Every cell has a result (none missing, none failed).
     summary_csv, summary_png : pathlib.Path or None
         The summary files written (``None`` when incomplete, or no plot function / nothing to plot).
+    failed : list of dict
+        Failure records (``key``, ``config``, ``error``) of the cells that raised in this call.
+    recomputed : list of pathlib.Path
+        Cached cell files that were truncated or not cell records, computed again.
+    summary_text : str or None
+        The summary table when the directory is read-only and its ``summary.csv`` is missing or
+        stale (the caller prints it); ``None`` otherwise.
     """
 
     name: str
@@ -395,6 +577,118 @@ class SweepResult:
     complete: bool
     summary_csv: Path | None
     summary_png: Path | None
+    failed: list = field(default_factory=list)
+    recomputed: list = field(default_factory=list)
+    summary_text: str | None = None
+
+
+class SweepLock:
+    """An exclusive lock on a sweep's output directory (``OUT/.lock``, ``fcntl.flock``).
+
+    A second run into the same directory is refused at once, not left to compute every cell
+    twice; the operating system releases the lock when the holder exits, even when killed.
+
+    Parameters
+    ----------
+    out_dir : str or os.PathLike
+        The sweep's output directory (must exist).
+
+    Raises
+    ------
+    ValueError
+        On entering, when another process holds the lock.
+    """
+
+    def __init__(self, out_dir):
+        self.path = Path(out_dir) / ".lock"
+        self._fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise ValueError(f"{self.path.parent} is in use by another sweep (pid {holder}); wait for it to "
+                             "finish or give another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        return False
+
+
+def _identity(doc: dict) -> str:
+    return _canonical({k: doc.get(k) for k in ("name", "kind", "fixed", "grid")})
+
+
+def _check_identity(spec: SweepSpec, out: Path) -> None:
+    """Refuse a directory that holds another sweep (its ``sweep.json`` names other cells)."""
+    path = out / "sweep.json"
+    if not path.exists():
+        if (out / "summary.csv").exists():
+            raise ValueError(f"{out} holds sweep files but no sweep.json (its identity); give another --out")
+        return
+    try:
+        stored = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError(f"{path}: corrupt sweep identity file (not JSON); remove it or give another --out") from None
+    if not isinstance(stored, dict):
+        raise ValueError(f"{path}: corrupt sweep identity file (not a JSON object)")
+    mine = {"name": spec.name, "kind": spec.kind, "fixed": spec.fixed, "grid": spec.grid}
+    if _identity(json.loads(_canonical(mine))) != _identity(stored):
+        raise ValueError(f"{out} holds another sweep ({stored.get('name')!r}, different kind, [fixed] or [grid]); "
+                         "it is not overwritten: give another --out")
+
+
+def _writable(out: Path) -> bool:
+    """Whether files can be created in ``out`` (tried, since root passes every permission test)."""
+    import errno
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=out):
+            return True
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return False
+        raise
+
+
+def _check_scheduler(address: str) -> None:
+    """Refuse an unreachable scheduler in a few seconds (Dask itself waits 30 s, then a traceback)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls"):
+        raise ValueError(f"--scheduler {address!r}: the address must be tcp://HOST:PORT or tls://HOST:PORT")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host = port = None
+    if not host or port is None:
+        raise ValueError(f"--scheduler {address!r}: the address must be tcp://HOST:PORT or tls://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=SCHEDULER_TIMEOUT).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ValueError(f"--scheduler {address!r}: cannot connect ({reason})") from None
+
+
+#: Seconds to wait for a scheduler to accept a connection.
+SCHEDULER_TIMEOUT = 5.0
 
 
 def run_counts(out_dir) -> dict:
@@ -420,7 +714,8 @@ def _client(scheduler, n_workers):
     from distributed import Client, LocalCluster
 
     if scheduler:
-        return Client(scheduler), None
+        _check_scheduler(scheduler)
+        return Client(scheduler, timeout=SCHEDULER_TIMEOUT), None
     cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
                            dashboard_address=None)
     return Client(cluster), cluster
@@ -455,22 +750,59 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
     Returns
     -------
     SweepResult
+
+    Raises
+    ------
+    ValueError
+        ``out_dir`` holds another sweep, is in use by another run (:class:`SweepLock`), or is
+        read-only while cells are missing; the scheduler cannot be reached.
     """
+    import contextlib
+
     out = Path(out_dir)
-    (out / "cells").mkdir(parents=True, exist_ok=True)
+    _check_identity(spec, out) if out.is_dir() else None
     version = code_version(spec.kind)
     cells = expand_grid(spec)
     keys = [cell_key(spec.kind, c, version) for c in cells]
+    if out.is_dir() and not _writable(out):
+        return _summarise_read_only(spec, out, cells, keys)
+    out.mkdir(parents=True, exist_ok=True)
+    with SweepLock(out):
+        _check_identity(spec, out)  # again under the lock: another run may have claimed the folder
+        return _run_locked(spec, out, cells, keys, version, scheduler=scheduler, n_workers=n_workers,
+                           stop_after=stop_after, progress=progress, client=client, plot=plot)
+
+
+def _summarise_read_only(spec, out, cells, keys) -> SweepResult:
+    """A complete cache in a read-only folder: the summary, printed by the caller when it cannot be written."""
+    records = [read_cell(out / "cells" / f"{k}.json", k) for k in keys]
+    missing = sum(r is None for r in records)
+    if missing:
+        raise ValueError(f"{out} is read-only and {missing} of {len(cells)} cells have no valid result there; "
+                         "give a writable --out")
+    text = _summary_text(spec, records)
+    csv_path = out / "summary.csv"
+    current = csv_path.read_bytes() if csv_path.is_file() else None
+    up_to_date = current == text.encode()
+    return SweepResult(spec.name, out, keys, records, len(cells), len(cells), 0, True,
+                       csv_path if up_to_date else None, None, summary_text=None if up_to_date else text)
+
+
+def _run_locked(spec, out, cells, keys, version, *, scheduler, n_workers, stop_after, progress, client, plot):
+    (out / "cells").mkdir(parents=True, exist_ok=True)
     records: list = [None] * len(cells)
     todo = []
+    recomputed = []
     for i, k in enumerate(keys):
         p = out / "cells" / f"{k}.json"
-        if p.exists():
-            records[i] = json.loads(p.read_text())
-        else:
+        records[i] = read_cell(p, k)
+        if records[i] is None:
             todo.append(i)
+            if p.exists():
+                recomputed.append(p)
     n_cached = len(cells) - len(todo)
     n_computed = 0
+    failed = []
     _atomic_bytes(out / "sweep.json", (json.dumps({"name": spec.name, "kind": spec.kind, "fixed": spec.fixed,
                                                    "grid": spec.grid, "summary": spec.summary,
                                                    "code_version": version, "keys": keys}, indent=1,
@@ -496,8 +828,12 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
             ac = as_completed(list(futures))
             for fut in ac:
                 i = futures[fut]
-                records[i] = fut.result()
+                rec = fut.result()
                 n_computed += 1
+                if "error" in rec:
+                    failed.append(rec)
+                else:
+                    records[i] = rec
                 if bar is not None:
                     bar.update(1)
                 if stop_after is not None and n_computed >= int(stop_after):
@@ -521,7 +857,8 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
                 png_path = plot(spec, records, out / "summary.png")
             except Exception as exc:  # a plot must never lose the computed table
                 _atomic_bytes(out / "summary.plot-error.txt", f"{type(exc).__name__}: {exc}\n".encode())
-    return SweepResult(spec.name, out, keys, records, len(cells), n_cached, n_computed, complete, csv_path, png_path)
+    return SweepResult(spec.name, out, keys, records, len(cells), n_cached, n_computed, complete, csv_path, png_path,
+                       failed=failed, recomputed=recomputed)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -576,6 +913,13 @@ def write_summary_csv(spec: SweepSpec, records, path) -> Path:
     pathlib.Path
         ``path``.
     """
+    text = _summary_text(spec, records)
+    path = Path(path)
+    _atomic_bytes(path, text.encode())
+    return path
+
+
+def _summary_text(spec: SweepSpec, records) -> str:
     rows = summary_rows(spec, records)
     cols = []
     for r in rows:
@@ -587,9 +931,7 @@ def write_summary_csv(spec: SweepSpec, records, path) -> Path:
     w.writeheader()
     for r in rows:
         w.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
-    path = Path(path)
-    _atomic_bytes(path, buf.getvalue().encode())
-    return path
+    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------- cell functions
@@ -626,6 +968,8 @@ def cell_coupling(*, data: str, J: int, criterion: str = "L", seed: int = 0, lam
     from noisealloc.theory.datasets import load_data
     from noisealloc.verify.coupling import coupling_sweep
 
+    if int(levels) < 3:  # as `noisealloc optimize`: fewer levels cannot carry an allocation
+        raise ValueError(f"levels must be >= 3; got {levels}")
     model = load_data(data)
     rep = coupling_sweep(model, (int(J),), lam=np.linspace(lam_min, lam_max, int(levels)), criterion=criterion,
                          family=family, rng=int(seed))
