@@ -1,22 +1,27 @@
-"""Figure 6: training efficiency at small scale (THEORY.md section 6.6).
+r"""Figure 6: does it train faster?  Training efficiency in three regimes (THEORY.md section 6.6).
 
-Random-feature two-layer denoisers with a trained ridge readout (the lazy regime;
-:mod:`noisealloc.verify.training`) are fitted on ``N`` samples whose noise levels are drawn from
+* **(i) coupled control** -- random-feature two-layer denoisers with one trained ridge readout shared
+  by every noise level (the lazy regime; :mod:`noisealloc.verify.training`), fitted on ``N`` samples:
+  the fully coupled regime (a) of THEORY.md section 4, where the theory expects the entropic proxy to
+  lose.  Quality: held-out ELBO gap against the exact Bayes denoiser, mean +- s.e. over seeds; sample
+  counts to the target gap (the worst schedule's gap at the largest N) by log-log interpolation.
+* **(ii) independent learners** -- one OLS learner per lambda-cell on a Gaussian law
+  (:mod:`noisealloc.verify.learners`): the simulated loss factor of each schedule against the
+  square-root law (mean +- s.e. over runs) next to the exact finite-N prediction and Theorem 2's factor.
+* **(iii) neural denoisers trained by Adam** -- EDM-preconditioned MLPs on JAX
+  (:mod:`noisealloc.verify.neural`, :mod:`noisealloc.verify.neural_efficiency`) trained for a fixed
+  number of steps at a fixed batch size under each schedule; held-out diffusion loss
+  (:mod:`noisealloc.verify.heldout`) against steps, mean +- s.e. over seeds; steps to a common target
+  as ratios with paired bootstrap intervals.  The (data x schedule x seed) cells go through the sweep
+  engine (:mod:`noisealloc.verify.sweep`): cached in ``OUT/fig6_cells``, resumable, on a LocalCluster
+  of two worker processes or on the cluster of ``scheduler``.  This regime judges claims C4 and C5.
 
-* the square-root entropic schedule :math:`p \\propto \\sqrt{h}` in :math:`\\lambda` (from the data's own
-  entropy rate: no data-scale choice),
-* the EDM log-normal and the cosine schedule, **shifted** to the data's scale: data are used as loaded
-  (pixels in ``[-1, 1]``), and a heuristic density designed for :math:`\\sigma_{data} = 0.5` is moved to
-  :math:`p(\\lambda) = p_h(\\lambda + 2\\log(s/\\sigma_{data}))` with ``s`` the per-coordinate data standard
-  deviation (THEORY.md section 5, the "shift" convention),
-
-on discrete data (a Dirac mixture; binarised digits) and continuous data (grey-level digits; MNIST's
-10,000 test images when a path is given).  Quality: held-out ELBO gap
-:math:`\\int \\tfrac12 e^\\lambda E\\|D - m\\|^2 d\\lambda` on ``[LAM_MIN, LAM_MAX]`` against the exact Bayes
-denoiser ``m`` (posterior engine), mean +- standard error over seeds.  The sample-count ratio is read at the
-target gap ``max_schedules mean_gap(N_max)`` (the worst schedule's final gap, so every schedule reaches it
-inside the grid) by log-log interpolation; ``ratio = N_schedule / N_sqrt-entropic`` (> 1: the entropic
-schedule needs fewer samples).
+Schedules: the square-root entropic schedule (exact h for the Dirac mixture; the *empirical* h of the
+training split for image data, i.e. of a model that memorises it, until a population h exists), the
+entropic schedule p ~ h, EDM log-normal, cosine, SD3 logit-normal and uniform-lambda **shifted** to the
+data scale (:math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`, THEORY.md section 5), the
+two-stage schedule from a pilot run's per-level validation losses (``sqrt-pilot``) and the online
+estimator fed with the run's own losses (``online``).
 
 Run alone: ``python -m noisealloc.figures.fig6_training --out DIR [--quick|--full] [--mnist PATH]``.
 """
@@ -67,7 +72,8 @@ def _schedules(model, sizes, seed):
     return scheds, s, heuristic_shift(s)
 
 
-def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+def _compute_coupled(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
+    """Regime (i): the random-feature ridge readout shared by every level (the former figure 6, unchanged)."""
     from noisealloc.verify.training import make_eval_set, samples_to_target, training_curve
 
     sz = _sizes(quick)
@@ -77,14 +83,14 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     for i, (name, discrete, model) in enumerate(data):
         stage = f"{i + 1}/{len(data)} {name}"
         if progress is not None:
-            progress(f"{stage}: entropy rate and held-out set")
+            progress(f"(i) {stage}: entropy rate and held-out set")
         scheds, s, shift = _schedules(model, sz, seed)
         ev = make_eval_set(model, LAM_MIN, LAM_MAX, levels=sz["eval_levels"], n=sz["eval_n"],
                            rng=np.random.default_rng([seed, 66]))
         curves = {}
         for key in SCHEDULES:
             if progress is not None:
-                progress(f"{stage}: training under {key}")
+                progress(f"(i) {stage}: training under {key}")
             c = training_curve(model, scheds[key], sz["N_values"], seeds, ev, q=sz["q"], ridge=sz["ridge"], name=key)
             curves[key] = {"mean": c.mean, "stderr": c.stderr, "gaps": c.gaps}
         target = max(float(curves[k]["mean"][-1]) for k in SCHEDULES)
@@ -101,50 +107,292 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
                            "N_to_target by log-log interpolation; ratio = N_schedule / N_sqrt-entropic"}
 
 
-def plot(doc: dict, path) -> None:
-    plt = C.setup_matplotlib()
-    rows = doc["rows"]
+
+# ----------------------------------------------------------------------------- regime (ii)
+#: Independent learners: a Gaussian law whose two directions have very different variances, so that h
+#: varies over the interval and the schedules differ.
+IL_VARIANCES = (1.0, 0.05)
+IL_DIM = 4
+IL_INTERVAL = (-6.0, 6.0)
+IL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda")
+
+
+def _independent_sizes(quick: bool) -> dict:
+    if quick:
+        return {"N": 20000, "cells": 16, "seeds": 50}
+    return {"N": 100000, "cells": 24, "seeds": 400}
+
+
+def _il_model():
+    from noisealloc.theory.datasets import gaussian_parameters
+    from noisealloc.theory.gaussian import GaussianManifold
+
+    mean, basis, _ = gaussian_parameters(IL_DIM, len(IL_VARIANCES), seed=0)
+    return GaussianManifold(mean, basis, np.asarray(IL_VARIANCES))
+
+
+def _il_schedule(model, name, lo, hi):
+    from noisealloc.theory.data_scale import shifted_heuristic
+    from noisealloc.theory.entropic import schedule_from_model
+
+    if name in ("sqrt-entropic", "entropic"):
+        rule = "sqrt-entropy" if name == "sqrt-entropic" else "entropy"
+        return schedule_from_model(model, np.linspace(lo, hi, 257), rule=rule, name=name).schedule
+    # Exact data scale of the Gaussian law (no Monte Carlo): s^2 = sum of variances / D.
+    s = float(np.sqrt(np.sum(model.variances) / model.dim))
+    return shifted_heuristic(name, s, lo, hi)
+
+
+def _compute_independent(*, quick: bool, seed: int, progress=None) -> dict:
+    """Regime (ii): independent OLS learners per cell, each schedule against the square-root law."""
+    from noisealloc.verify.learners import independent_learners
+
+    sz = _independent_sizes(quick)
+    model = _il_model()
+    lo, hi = IL_INTERVAL
+    rows = []
+    for i, name in enumerate(IL_SCHEDULES):
+        if progress is not None:
+            progress(f"(ii) independent learners under {name}")
+        sched = _il_schedule(model, name, lo, hi)
+        try:
+            r = independent_learners(model, sched, N=sz["N"], lam_min=lo, lam_max=hi, cells=sz["cells"],
+                                     seeds=sz["seeds"], rng=np.random.default_rng([seed, 80, i]))
+        except ValueError as exc:  # a schedule that starves a cell: infinite loss, said in the table
+            rows.append({"schedule": name, "error": str(exc)})
+            continue
+        d = r.to_dict()
+        d["schedule"] = name
+        rows.append(d)
+    return {"model": f"GaussianManifold(D={IL_DIM}, variances={list(IL_VARIANCES)})", "interval": list(IL_INTERVAL),
+            **sz, "rows": rows,
+            "finite_n": "exact OLS prediction sum_u a_u/(n_u-q-1) (Gaussian design); Theorem 2's factor is its "
+                        "N -> infinity limit",
+            "heuristics": "shifted to the law's exact data scale"}
+
+
+# ----------------------------------------------------------------------------- regime (iii)
+NEURAL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda",
+                    "online", "sqrt-pilot")
+#: Name of the cell cache inside the output directory.
+CELLS_DIR = "fig6_cells"
+
+
+def _neural_sizes(quick: bool) -> dict:
+    if quick:
+        return {"steps": 1500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 3,
+                "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
+                "online_refresh": 100}
+    return {"steps": 4000, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
+            "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 512,
+            "online_refresh": 100}
+
+
+def _neural_data(quick: bool, mnist) -> list[str]:
+    names = ["dirac:K=16,D=8,sep=1,seed=0", "digits"]
+    if not quick:
+        names.insert(1, "digits-binarised")
+        mnist_dir = C.resolve_mnist(mnist)
+        if mnist_dir:
+            names += [f"mnist-binarised:{mnist_dir}", f"mnist:{mnist_dir}"]
+    return names
+
+
+def _run_cells(spec, cells_dir, scheduler):
+    """The cells through the sweep engine (cached in ``cells_dir``, resumable), on Dask."""
+    from noisealloc.verify.sweep import run_sweep
+
+    return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2)
+
+
+def _compute_neural(*, quick: bool, seed: int, mnist=None, out_dir=None, scheduler=None, progress=None) -> dict:
+    """Regime (iii): the (data x schedule x seed) training cells through the sweep engine, then the comparison."""
+    import tempfile
+    from pathlib import Path
+
+    from noisealloc.verify.neural_efficiency import compare_schedules
+    from noisealloc.verify.sweep import parse_sweep
+
+    sz = _neural_sizes(quick)
+    data = _neural_data(quick, mnist)
+    seeds = [seed * 1000 + j for j in range(sz["seeds"])]
+    fixed = {k: v for k, v in sz.items() if k != "seeds"}
+    fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX})
+    spec = parse_sweep({"sweep": {"name": "fig6-neural", "kind": "neural"},
+                        "fixed": fixed, "grid": {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds}})
+    if progress is not None:
+        progress(f"(iii) {len(data) * len(NEURAL_SCHEDULES) * len(seeds)} training cells")
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory()
+        out_dir = tmp.name
+    cells_dir = Path(out_dir) / CELLS_DIR
+    res = _run_cells(spec, cells_dir, scheduler)
+    if tmp is not None:
+        tmp.cleanup()
+    if not res.complete:  # pragma: no cover - run_sweep only returns incomplete when stopped on purpose
+        raise RuntimeError(f"fig6 regime (iii): {res.n_cells - sum(r is not None for r in res.records)} cells missing")
+    if out_dir is not None and tmp is None:
+        # Counters and timings vary between runs (cache state, machine load): kept out of the numbers file.
+        C.write_json(Path(out_dir) / "fig6_cells.json", {
+            "cells": {"total": res.n_cells, "cached": res.n_cached, "computed": res.n_computed},
+            "timings": [{"data": r["config"]["data"], "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
+                         "seconds": r["seconds"], "compile_time": r["result"].get("compile_time"),
+                         "step_time": r["result"].get("step_time"), "eval_time": r["result"].get("eval_time")}
+                        for r in res.records]})
+    rows = []
+    for d in data:
+        recs = {}
+        for rec in res.records:
+            c = rec["config"]
+            if c["data"] == d:
+                if "error" in rec["result"]:
+                    raise RuntimeError(f"fig6 cell {c} failed: {rec['result']['error']}")
+                recs[(c["schedule"], c["seed"])] = rec["result"]
+        steps = recs[(NEURAL_SCHEDULES[0], seeds[0])]["steps"]
+        curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in NEURAL_SCHEDULES}
+        cmp = compare_schedules(steps, curves, reference="sqrt-entropic", rng=np.random.default_rng([seed, 90]))
+        first = recs[(NEURAL_SCHEDULES[0], seeds[0])]
+        gap = None
+        if first["gap_nats"] is not None:
+            gap = {s: np.array([recs[(s, j)]["gap_nats"] for j in seeds]).mean(axis=0).tolist() for s in NEURAL_SCHEDULES}
+        label = d.split(":")[0] if d.startswith("mnist") else d
+        rows.append({
+            "data": label, "discrete": d.startswith("dirac") or "binarised" in d, "dim": first["dim"],
+            "h_source": first["h_source"], "sigma_data": first["sigma_data"], "network": first["network"],
+            "steps": steps,
+            "mean": {s: curves[s].mean(axis=0).tolist() for s in NEURAL_SCHEDULES},
+            "stderr": {s: (curves[s].std(axis=0, ddof=1) / np.sqrt(len(seeds))).tolist() for s in NEURAL_SCHEDULES},
+            "bits_per_dim_final": {s: float(np.mean([recs[(s, j)]["bits_per_dim"][-1] for j in seeds]))
+                                   for s in NEURAL_SCHEDULES},
+            "gap_mean": gap, "comparison": cmp,
+        })
+    return {"schedules": list(NEURAL_SCHEDULES), "seeds": seeds, "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
+            "rows": rows, "cells_file": "fig6_cells.json (cell counters and timings of the last run)",
+            "target_rule": "target = L0 - 1/2 (L0 - max over schedules of the final mean held-out loss), L0 the "
+                           "shared initial loss; steps to target = the step from which the mean curve stays at or "
+                           "below it, by log-log interpolation between checkpoints; "
+                           "ratio = steps(schedule) / steps(sqrt-entropic) with a 95% paired bootstrap interval "
+                           "over seeds (> 1: the square-root entropic schedule needs fewer steps)",
+            "metric": "held-out diffusion loss 1/2 int e^lam E||D(x, lam) - x0||^2 dlam (nats per example) on a "
+                      "frozen test set (never trained on; same noise for every schedule and seed)",
+            "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split "
+                      "(a memorising model's h) for image data, until a population h exists"}
+
+
+def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out_dir=None, scheduler=None) -> dict:
+    """All three regimes; the coupled control keeps the former figure 6's keys at the top level."""
+    doc = _compute_coupled(quick=quick, seed=seed, mnist=mnist, progress=progress)
+    doc["regime"] = "(i) coupled control: top-level rows; (ii) independent; (iii) neural"
+    doc["independent"] = _compute_independent(quick=quick, seed=seed, progress=progress)
+    doc["neural"] = _compute_neural(quick=quick, seed=seed, mnist=mnist, out_dir=out_dir, scheduler=scheduler,
+                                    progress=progress)
+    return doc
+
+
+# ----------------------------------------------------------------------------- plot
+_STYLES = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ entropic"), "entropic": ("C9", "v", r"entropic $\propto h$"),
+           "edm_lognormal": ("C3", "s", "EDM log-normal"), "cosine": ("C2", "^", "cosine"),
+           "logit_normal_sd3": ("C4", "D", "logit-normal"), "uniform_lambda": ("C7", "x", r"uniform $\lambda$"),
+           "online": ("C1", "P", "online (losses)"), "sqrt-pilot": ("C5", "*", r"$\sqrt{h}$ from pilot losses")}
+
+
+def _plot_coupled(axes, doc):
+    from matplotlib.ticker import FormatStrFormatter
+
     N = np.asarray(doc["N_values"], float)
-    fig, axes = plt.subplots(1, len(rows), figsize=(4.6 * len(rows), 4.9), squeeze=False)
-    styles = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ entropic"), "edm_lognormal": ("C3", "s", "EDM log-normal"),
-              "cosine": ("C2", "^", "cosine")}
-    for ax, row in zip(axes[0], rows):
-        for key, (col, mk, lab) in styles.items():
+    for ax, row in zip(axes, doc["rows"]):
+        for key in SCHEDULES:
+            col, mk, lab = _STYLES[key]
             c = row["curves"][key]
-            mean, se = np.asarray(c["mean"], float), np.asarray(c["stderr"], float)
             r = row["ratio_vs_sqrt_entropic"][key]
-            extra = "" if key == "sqrt-entropic" else f" (N to target: {C.from_json_float(r):.2f}x)"
-            ax.errorbar(N, mean, yerr=se, color=col, marker=mk, ms=4, capsize=3, label=lab + extra)
-        ax.axhline(row["target"], color="k", ls=":", lw=1, label="target gap")
+            extra = "" if key == "sqrt-entropic" else f" (N: {C.from_json_float(r):.2f}x)"
+            ax.errorbar(N, np.asarray(c["mean"], float), yerr=np.asarray(c["stderr"], float), color=col, marker=mk,
+                        ms=3, capsize=2, label=lab + extra)
+        ax.axhline(row["target"], color="k", ls=":", lw=1)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        from matplotlib.ticker import FormatStrFormatter
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+        ax.set_title(f"(i) coupled control: {row['data']}", fontsize=9)
+        ax.set_xlabel("training samples N", fontsize=8)
+        ax.legend(fontsize=6, loc="upper right")
+    axes[0].set_ylabel("held-out ELBO gap (nats)", fontsize=8)
 
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%.4g"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.4g"))
+
+def _plot_independent(ax, ind):
+    rows = [r for r in ind["rows"] if "error" not in r]
+    x = np.arange(len(rows))
+    sim = np.array([r["simulated_factor"] for r in rows])
+    se = np.array([r["simulated_se"] for r in rows])
+    ax.bar(x - 0.2, [r["exact_factor"] for r in rows], 0.4, color="0.75", label="predicted (exact finite-N OLS)")
+    ax.errorbar(x + 0.2, sim, yerr=se, fmt="o", color="C0", capsize=3, label="simulated (mean $\\pm$ s.e.)")
+    ax.plot(x, [r["predicted_factor"] for r in rows], "k_", ms=14, label="Theorem 2 ($N\\to\\infty$)")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(x, [_STYLES[r["schedule"]][2] for r in rows], rotation=30, fontsize=7, ha="right")
+    ax.set_ylabel("loss / loss of the square-root law", fontsize=8)
+    starved = [r["schedule"] for r in ind["rows"] if "error" in r]
+    extra = f"; starves a cell (infinite loss): {', '.join(starved)}" if starved else ""
+    ax.set_title(f"(ii) independent OLS learners per $\\lambda$-cell, {ind['model']}, N = {ind['N']}, "
+                 f"{ind['seeds']} runs{extra}", fontsize=9)
+    ax.legend(fontsize=7)
+
+
+def _plot_neural(axes, neu):
+    for ax, row in zip(axes, neu["rows"]):
+        steps = np.asarray(row["steps"], float)
+        keep = steps > 0
+        rows = {r["name"]: r for r in row["comparison"]["rows"]}
+        for key in neu["schedules"]:
+            col, mk, lab = _STYLES[key]
+            r = rows[key]
+            extra = "" if key == "sqrt-entropic" else f" ({r['ratio']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}])"
+            ax.errorbar(steps[keep], np.asarray(row["mean"][key])[keep], yerr=np.asarray(row["stderr"][key])[keep],
+                        color=col, marker=mk, ms=3, capsize=2, lw=1, label=lab + extra)
+        ax.axhline(row["comparison"]["target"], color="k", ls=":", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
         kind = "discrete" if row["discrete"] else "continuous"
-        ax.set_title(f"{row['data']} ({kind}, D = {row['dim']})\nheuristics shifted by "
-                     f"{row['heuristic_shift']:+.2f} in $\\lambda$ (data std {row['data_std']:.2f})")
-        ax.set_xlabel("training samples N (noise levels drawn from the schedule)")
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, hi * (hi / lo) ** 0.35)  # log axis: a band above the curves for the legend
-        ax.legend(fontsize=8, loc="upper right")
-    axes[0][0].set_ylabel(r"held-out ELBO gap $\int \frac{1}{2}e^\lambda E\|D-m\|^2 d\lambda$ (nats)")
-    fig.suptitle(f"Figure 6: random-feature denoisers (q = {doc['sizes']['q']}, ridge readout), "
-                 f"$\\lambda\\in[{doc['interval'][0]:g}, {doc['interval'][1]:g}]$; mean $\\pm$ s.e. over "
-                 f"{len(doc['seeds'])} seeds\nN to target: samples a schedule needs to reach the target gap, "
-                 "relative to the $\\sqrt{h}$ entropic schedule (< 1: fewer than $\\sqrt{h}$)", fontsize=11)
-    fig.tight_layout()
+        ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {row['dim']})\n"
+                     f"$\\sqrt{{h}}$ from: {row['h_source']}", fontsize=8)
+        ax.set_xlabel("training steps (batch 128)", fontsize=8)
+        ax.legend(fontsize=5.5, loc="lower left", title="steps to target / $\\sqrt{h}$ [95% CI]", title_fontsize=6)
+    axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
+
+
+def plot(doc: dict, path) -> None:
+    plt = C.setup_matplotlib()
+    n_i, n_iii = len(doc["rows"]), len(doc["neural"]["rows"])
+    ncol = max(n_i, n_iii, 2)
+    fig = plt.figure(figsize=(4.4 * ncol, 13.5))
+    gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.1])
+    _plot_coupled([fig.add_subplot(gs[0, j]) for j in range(n_i)], doc)
+    _plot_independent(fig.add_subplot(gs[1, :]), doc["independent"])
+    _plot_neural([fig.add_subplot(gs[2, j]) for j in range(n_iii)], doc["neural"])
+    neu = doc["neural"]
+    fig.suptitle(f"Figure 6: does it train faster?  Three regimes, mean $\\pm$ s.e. over seeds; "
+                 f"$\\lambda\\in[{doc['interval'][0]:g}, {doc['interval'][1]:g}]$; heuristics shifted to the data scale\n"
+                 f"(i) one ridge readout for every level (control: theory expects the proxy to lose); "
+                 f"(ii) one learner per level (theory: the square-root law wins); "
+                 f"(iii) MLPs trained by Adam, {neu['sizes']['steps']} steps, {len(neu['seeds'])} seeds (judges C4, C5)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     C.write_png(fig, path)
     plt.close(fig)
 
 
-def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    """Compute, write ``fig6_training.{json,png,config.json}``; return their paths."""
+def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None, scheduler=None) -> dict:
+    """Compute, write ``fig6_training.{json,png,config.json}``; return their paths.
+
+    The regime-(iii) cells are cached in ``out_dir/fig6_cells`` (a rerun computes only missing cells);
+    ``scheduler`` is the address of an existing Dask scheduler (default: a LocalCluster of 2 workers).
+    """
     return C.run_figure(NAME, compute, plot, out_dir, seed=seed,
                         options={"quick": quick, "mnist": bool(C.resolve_mnist(mnist)), **_sizes(quick),
-                                 "interval": [LAM_MIN, LAM_MAX]},
-                        compute_kwargs={"quick": quick, "seed": seed, "mnist": mnist, "progress": progress})
+                                 "interval": [LAM_MIN, LAM_MAX], "independent": _independent_sizes(quick),
+                                 "neural": _neural_sizes(quick)},
+                        compute_kwargs={"quick": quick, "seed": seed, "mnist": mnist, "progress": progress,
+                                        "out_dir": out_dir, "scheduler": scheduler})
 
 
 def main(argv=None) -> int:

@@ -42,21 +42,42 @@ def test_verdict_rule():
     assert R.verdict([]) == "not measured"
 
 
-def _fig6_doc(discrete_ratio, continuous_ratio):
-    def row(name, disc, ratio):
-        return {"data": name, "discrete": disc, "target": 1.0,
-                "N_to_target": {"sqrt-entropic": 100.0, "edm_lognormal": 100.0 * ratio, "cosine": 100.0},
-                "ratio_vs_sqrt_entropic": {"sqrt-entropic": 1.0, "edm_lognormal": ratio, "cosine": 1.0}}
-    return {"rows": [row("d1", True, discrete_ratio), row("c1", False, continuous_ratio)], "seeds": [0],
-            "interval": [-8, 8], "data_scale": "test"}
+def _fig6_doc(disc, cont):
+    """Figure 6 numbers with a regime-(iii) row per kind; ``disc``/``cont`` are (ratio, lo, hi) of steps_EDM/steps_sqrt."""
+    def control(name, discrete):
+        return {"data": name, "discrete": discrete, "target": 1.0,
+                "N_to_target": {"sqrt-entropic": 100.0, "edm_lognormal": 50.0, "cosine": 100.0},
+                "ratio_vs_sqrt_entropic": {"sqrt-entropic": 1.0, "edm_lognormal": 0.5, "cosine": 1.0}}
+
+    def neural(name, discrete, r):
+        ratio, lo, hi = r
+        cmp = [{"name": "sqrt-entropic", "steps": 100.0, "final_mean": 1.0, "final_se": 0.1, "ratio": 1.0, "lo": 1.0,
+                "hi": 1.0},
+               {"name": "edm_lognormal", "steps": 100.0 * ratio, "final_mean": 1.0, "final_se": 0.1, "ratio": ratio,
+                "lo": lo, "hi": hi}]
+        return {"data": name, "discrete": discrete, "comparison": {"target": 1.0, "rows": cmp}}
+    return {"rows": [control("d1", True), control("c1", False)], "seeds": [0], "interval": [-8, 8], "data_scale": "test",
+            "neural": {"rows": [neural("d1", True, disc), neural("c1", False, cont)], "target_rule": "test rule",
+                       "metric": "m", "sizes": {"steps": 10, "batch_size": 4}, "seeds": [0, 1], "h_note": "h"}}
+
+
+def test_interval_verdict_rule():
+    assert R.interval_verdict([True, True]) == "supported"
+    assert R.interval_verdict([False, False]) == "not supported"
+    assert R.interval_verdict([True, None]) == "inconclusive"
+    assert R.interval_verdict([False, None]) == "inconclusive"
+    assert R.interval_verdict([None]) == "inconclusive"
+    assert R.interval_verdict([True, False, None]) == "mixed"
+    assert R.interval_verdict([]) == "not measured"
 
 
 @pytest.mark.parametrize("disc, cont, v4, v5", [
-    (3.0, 1.0, "supported", "supported"),          # helps on discrete, equal to EDM on continuous
-    (0.5, 0.1, "mixed", "not supported"),          # EDM better everywhere, but less so on discrete data
-    (0.5, 2.0, "not supported", "supported"),      # hurts on discrete, helps on continuous
-    (2.0, 4.0, "mixed", "supported"),              # helps on discrete but more on continuous
-    (3.0, 0.7, "supported", "not supported"),      # N_sqrt/N_EDM = 1.43 > 1.25 on continuous
+    ((3.0, 2.0, 4.0), (1.0, 0.9, 1.1), "supported", "supported"),      # helps on discrete, as fast as EDM on continuous
+    ((0.5, 0.4, 0.6), (0.1, 0.05, 0.2), "mixed", "not supported"),     # EDM faster everywhere, less so on discrete
+    ((0.5, 0.4, 0.6), (2.0, 1.5, 3.0), "not supported", "supported"),  # hurts on discrete, helps on continuous
+    ((3.0, 0.9, 4.0), (1.0, 0.9, 1.1), "inconclusive", "supported"),   # discrete interval contains 1
+    ((3.0, 2.0, 4.0), (0.7, 0.5, 0.9), "supported", "inconclusive"),   # continuous interval contains 0.8
+    ((3.0, 2.0, 4.0), (0.5, 0.4, 0.6), "supported", "not supported"),  # steps_sqrt = 2 steps_EDM > 1.25
 ])
 def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     C.write_json(tmp_path / "fig6_training.json", _fig6_doc(disc, cont))
@@ -66,6 +87,7 @@ def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     assert claims["C1"]["verdict"] == "not measured"
     text = R.write_report(tmp_path).read_text()
     assert f"| C5: {R.CLAIMS[4][1]} | **{v5}** |" in text
+    assert "(i) Coupled control" in text  # the controls have their own rows
 
 
 def test_coupling_claims_follow_the_numbers(tmp_path):
@@ -145,7 +167,7 @@ def test_fig5_reproducible_small(tmp_path, monkeypatch):
     assert all(C.from_json_float(v["V_ratio"]) >= 1 - 1e-6 for v in t.values())
 
 
-def test_fig6_reproducible_small(tmp_path, monkeypatch):
+def test_fig6_coupled_control_small(monkeypatch):
     from noisealloc.figures import fig6_training as F
     from noisealloc.theory.datasets import load_data
 
@@ -153,10 +175,51 @@ def test_fig6_reproducible_small(tmp_path, monkeypatch):
                                                         load_data("dirac:K=3,D=1,sep=1,seed=0"))])
     monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
                                                  "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
+    a = F._compute_coupled(quick=True, seed=0)
+    b = F._compute_coupled(quick=True, seed=0)
+    row = a["rows"][0]
+    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
+    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+    np.testing.assert_array_equal(row["curves"]["edm_lognormal"]["gaps"], b["rows"][0]["curves"]["edm_lognormal"]["gaps"])
+
+
+@pytest.mark.slow
+def test_fig6_reproducible_small(tmp_path, monkeypatch):
+    """All three regimes at tiny sizes, twice, bit for bit (about 40 s on a loaded 2-core machine)."""
+    from noisealloc.figures import fig6_training as F
+    from noisealloc.theory.datasets import load_data
+    from noisealloc.verify.sweep import cell_key, code_version, expand_grid, run_cell
+
+    monkeypatch.setattr(F, "datasets", lambda m=None: [("dirac:K=3,D=1,sep=1,seed=0", True,
+                                                        load_data("dirac:K=3,D=1,sep=1,seed=0"))])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
+                                                 "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
+    monkeypatch.setattr(F, "_independent_sizes", lambda q: {"N": 4000, "cells": 8, "seeds": 5})
+    monkeypatch.setattr(F, "_neural_sizes", lambda q: {
+        "steps": 8, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2, "checkpoints": 2,
+        "eval_levels": 9, "eval_n": 32, "h_levels": 17, "h_samples": 64, "online_refresh": 4})
+    monkeypatch.setattr(F, "_neural_data", lambda q, m: ["dirac:K=3,D=8,sep=1,seed=0"])
+    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "online"))
+
+    def inline(spec, cells_dir, scheduler):  # the sweep engine's cell runner without a Dask cluster
+        version = code_version(spec.kind)
+        cells = expand_grid(spec)
+        recs = [run_cell(spec.kind, c, str(cells_dir), cell_key(spec.kind, c, version)) for c in cells]
+
+        class Res:
+            complete, n_cells, n_cached, n_computed, records = True, len(recs), 0, len(recs), recs
+        return Res()
+
+    monkeypatch.setattr(F, "_run_cells", inline)
     doc = _run_twice(F, tmp_path)
     row = doc["rows"][0]
     assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
     assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+    neu = doc["neural"]["rows"][0]
+    assert neu["steps"] == [0, 4, 8] and set(neu["mean"]) == {"sqrt-entropic", "edm_lognormal", "online"}
+    assert neu["h_source"] == "exact (law)" and neu["gap_mean"] is not None
+    assert {r["schedule"] for r in doc["independent"]["rows"]} == set(F.IL_SCHEDULES)
+    assert (tmp_path / "a" / "fig6_cells.json").exists()
 
 
 # ------------------------------------------------------------------ reproducibility at the real --quick sizes

@@ -318,8 +318,8 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
 def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, batch_size: int = 128,
                 learning_rate: float = 2e-3, width: int = 128, depth: int = 3, lam_min: float = -10.0,
                 lam_max: float = 10.0, checkpoints: int = 8, eval_levels: int = 33, eval_n: int = 256,
-                h_levels: int = 65, h_samples: int = 256, pilot_steps: int | None = None, mnist: str | None = None,
-                code: str | None = None) -> dict:
+                h_levels: int = 65, h_samples: int = 256, pilot_steps: int | None = None, online_refresh: int = 50,
+                mnist: str | None = None, code: str | None = None) -> dict:
     """One cell of regime (iii): train, and return the held-out curve at the checkpoints.
 
     Parameters
@@ -343,6 +343,8 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
         Entropy-rate profile of the entropic schedules.
     pilot_steps : int, optional
         Steps of the pilot run of ``"sqrt-pilot"`` (default ``steps // 4``; same network and batch).
+    online_refresh : int
+        Steps between re-reads of the online estimator's schedule (``"online"``).
     mnist : str, optional
         MNIST directory.
     code : str, optional
@@ -373,7 +375,8 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
     levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
     net = MLPDenoiser(d.dim, d.sigma_data, width=int(width), depth=int(depth))
     run = train_denoiser(net, d.train, levels, steps=steps, batch_size=int(batch_size),
-                         learning_rate=float(learning_rate), seed=int(seed), heldout=hs, eval_steps=ev_steps)
+                         learning_rate=float(learning_rate), seed=int(seed), heldout=hs, eval_steps=ev_steps,
+                         online_refresh=int(online_refresh))
     last = run.heldout[-1]
     return {
         "steps": [int(s) for s in run.eval_steps], "nats": run.nats.tolist(), "nats_se": run.nats_se.tolist(),
@@ -389,7 +392,12 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
 
 
 def steps_to_target(steps, curve, target: float) -> float:
-    r"""First step at which a held-out curve reaches ``target``: log-log interpolation between checkpoints.
+    r"""Step from which a held-out curve stays at or below ``target``: log-log interpolation between checkpoints.
+
+    The crossing counted is the last one from above: the first checkpoint :math:`i` with
+    :math:`c_j \le L^*` for every :math:`j \ge i`, interpolated in :math:`(\log s, \log c)` with the
+    checkpoint before it.  (Adam's early transient can dip below a target and come back above it; the
+    first dip is not "reaching" it.)
 
     Parameters
     ----------
@@ -403,11 +411,14 @@ def steps_to_target(steps, curve, target: float) -> float:
     Returns
     -------
     float
-        Interpolated step; ``inf`` if never reached, the first checkpoint if already below there.
+        Interpolated step; ``inf`` if the curve ends above the target, the first checkpoint if it is
+        below the target from there on.
 
     Examples
     --------
     >>> steps_to_target([100, 1000], [4.0, 1.0], 2.0)   # halfway in log-log: 10**2.5
+    316.22776601683796
+    >>> steps_to_target([10, 100, 1000], [1.0, 4.0, 1.0], 2.0)   # the early dip does not count
     316.22776601683796
     """
     s = check_finite(as_float_array(steps, "steps", ndim=1), "steps")
@@ -418,10 +429,10 @@ def steps_to_target(steps, curve, target: float) -> float:
         raise ValueError("steps must be increasing with at least one > 0 and curve must be > 0 there")
     if not (np.isfinite(target) and target > 0):
         raise ValueError(f"target must be a finite loss > 0; got {target!r}")
-    below = np.flatnonzero(c <= target)
-    if below.size == 0:
+    above = np.flatnonzero(c > target)
+    if above.size and above[-1] == c.size - 1:
         return float("inf")
-    i = int(below[0])
+    i = int(above[-1]) + 1 if above.size else 0
     if i == 0:
         return float(s[0])
     t = (np.log(target) - np.log(c[i - 1])) / (np.log(c[i]) - np.log(c[i - 1]))
@@ -504,14 +515,13 @@ TARGET_FRACTION = 0.5
 def common_target(curves: dict, *, fraction: float = TARGET_FRACTION) -> float:
     r"""The common target of a comparison: a share of the improvement the worst schedule achieves.
 
-    .. math:: L^* = L_0 - f\,ig(L_0 - \max_s \min_e ar c_s(e)ig),
+    .. math:: L^* = L_0 - f\,\big(L_0 - \max_s \bar c_s(e_{last})\big),
 
-    :math:`ar c_s` the curve of schedule :math:`s` averaged over seeds, :math:`L_0` the mean loss at
+    :math:`\bar c_s` the curve of schedule :math:`s` averaged over seeds, :math:`L_0` the mean loss at
     the first checkpoint (step 0: the same initial network for every schedule) and :math:`f` =
-    ``fraction``.  Every schedule's mean curve reaches :math:`L^*`; with :math:`f < 1` so do the
-    bootstrap resamples of the seeds, except for a schedule whose curve barely improves (with
-    :math:`f = 1` the worst schedule would sit exactly at the target and half of its resamples would
-    miss it).
+    ``fraction``.  Every schedule's mean curve ends at or below :math:`L^*`; with :math:`f < 1` so do
+    most bootstrap resamples of the seeds (with :math:`f = 1` the worst schedule would end exactly at
+    the target and half of its resamples would miss it).
 
     Parameters
     ----------
@@ -536,8 +546,8 @@ def common_target(curves: dict, *, fraction: float = TARGET_FRACTION) -> float:
         raise ValueError(f"fraction must lie in (0, 1]; got {fraction!r}")
     means = [np.mean(as_float_array(c, f"curves[{k!r}]", ndim=2), axis=0) for k, c in curves.items()]
     l0 = float(np.mean([m[0] for m in means]))
-    worst_best = float(max(np.min(m) for m in means))
-    return l0 - float(fraction) * (l0 - worst_best)
+    worst_final = float(max(m[-1] for m in means))
+    return l0 - float(fraction) * (l0 - worst_final)
 
 
 def compare_schedules(steps, curves: dict, *, reference: str = "sqrt-entropic", n_boot: int = 2000,

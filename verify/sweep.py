@@ -88,6 +88,7 @@ CELL_KINDS = {
     "coupling": "noisealloc.verify.sweep:cell_coupling",
     "training": "noisealloc.verify.sweep:cell_training",
     "demo": "noisealloc.verify.sweep:cell_demo",
+    "neural": "noisealloc.verify.neural_efficiency:cell_neural",
 }
 
 
@@ -138,7 +139,8 @@ SUMMARY_KEYS = ("x", "y", "group", "logx", "logy", "xlabel", "ylabel", "title")
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: Smallest value of integer cell parameters, where a smaller one cannot give a result.
 _PARAM_MINIMUM = {"levels": 3, "J": 1, "N": 1, "q": 1, "eval_levels": 2, "eval_n": 1, "h_levels": 3,
-                  "h_samples": 2}
+                  "h_samples": 2, "steps": 1, "batch_size": 1, "width": 1, "depth": 1, "checkpoints": 1,
+                  "online_refresh": 1, "pilot_steps": 1}
 
 
 def cell_parameters(kind: str) -> dict:
@@ -383,6 +385,8 @@ CELL_DEPENDENCIES = {
                                               "noisealloc.verify.loss_recovery"),
     "noisealloc.verify.sweep:cell_training": ("noisealloc.theory", "noisealloc.verify.training"),
     "noisealloc.verify.sweep:cell_demo": (),
+    "noisealloc.verify.neural_efficiency:cell_neural": ("noisealloc.theory", "noisealloc.verify.neural",
+                                                        "noisealloc.verify.heldout", "noisealloc.verify.training"),
 }
 
 
@@ -710,14 +714,21 @@ def run_counts(out_dir) -> dict:
     return {p.stem: len(p.read_text().splitlines()) for p in sorted(runs.glob("*.log"))}
 
 
+#: Environment of LocalCluster worker processes (single-threaded XLA; see _client).
+WORKER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"}
+
+
 def _client(scheduler, n_workers):
     from distributed import Client, LocalCluster
 
     if scheduler:
         _check_scheduler(scheduler)
         return Client(scheduler, timeout=SCHEDULER_TIMEOUT), None
+    # One thread per worker: XLA (the neural training cells) would otherwise start a thread pool per
+    # worker as large as the machine, and two such pools on 2 cores ran the small training steps 2-3x
+    # slower than one thread each.  Set only in the worker processes, never in the caller's.
     cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+                           dashboard_address=None, env=dict(WORKER_ENV))
     return Client(cluster), cluster
 
 

@@ -26,6 +26,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed of every figure (default 0)")
     parser.add_argument("--only", default=None, metavar="LIST",
                         help=f"comma-separated subset of {','.join(FIGURES)} (default: all)")
+    parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                        help="address of an existing Dask scheduler for figure 6's training cells (default: a "
+                             "LocalCluster of 2 worker processes); the cells are cached in DIR/fig6_cells")
     parser.add_argument("--force", action="store_true",
                         help="recompute every figure (default: a figure whose numbers in DIR come from the same "
                              "request, i.e. mode, seed, MNIST, version and source code, is reused)")
@@ -81,8 +84,9 @@ def run(args) -> int:
             continue
         try:
             mod = importlib.import_module(f"noisealloc.figures.{name}")
+            extra = {"scheduler": args.scheduler} if name == "fig6_training" and getattr(args, "scheduler", None) else {}
             res = mod.run(out, quick=args.quick, seed=args.seed, mnist=mnist,
-                          progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"))
+                          progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"), **extra)
             timings[name] = float(res["seconds"])
             P.write_provenance(out, request)
         except Exception as exc:  # one broken figure must not cost the others; the report marks it
