@@ -181,12 +181,22 @@ def test_budget_check_fails_on_a_wrong_rate():
     assert "> tolerance" in b.message
 
 
-def test_budget_check_fails_without_distinct_atoms():
-    # Coincident atoms are never resolved: H(lam) tends to the entropy of their split, not 0.
-    b = budget_check(DiracMixture([0.0, 0.0, 1.0]), -30.0, 30.0)
+def test_budget_check_fails_when_atoms_are_unresolved_at_lam_max():
+    # Atoms 1e-4 apart are not resolved at lam = 10 (d^2 e^lam / 8 ~ 3e-5): H(b) is still about the
+    # entropy of their split, so the interval does not cover the budget.
+    b = budget_check(DiracMixture([0.0, 1e-4, 1.0]), -30.0, 10.0)
     assert b.integral_holds and not b.covers_budget and not b.holds
-    assert b.entropy_at_ends[1] == pytest.approx(2 / 3 * np.log(2), rel=1e-9)
+    assert b.entropy_at_ends[1] == pytest.approx(2 / 3 * np.log(2), rel=1e-3)
     assert "has not reached 0" in b.message
+
+
+def test_budget_check_merges_coincident_atoms():
+    # Three rows, two of them the same point: the law has two atoms of weights 2/3 and 1/3.
+    m = DiracMixture([0.0, 0.0, 1.0])
+    assert (m.n_atoms, m.n_merged) == (2, 1)
+    assert m.entropy == pytest.approx(-(2 / 3) * np.log(2 / 3) - (1 / 3) * np.log(1 / 3), rel=1e-15)
+    b = budget_check(m, -30.0, 30.0)
+    assert b.holds, b.message
 
 
 def test_budget_check_needs_discrete_data():

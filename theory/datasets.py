@@ -349,6 +349,10 @@ def _load_npz(spec: str, path: str):
         raise FileNotFoundError(f"data spec {spec!r}: no such file {file}")
     with np.load(file, allow_pickle=False) as z:
         keys = set(z.files)
+        for key in sorted(keys):
+            if np.iscomplexobj(z[key]):
+                raise ValueError(f"data spec {spec!r}: {key} in {file} must be real; got dtype {z[key].dtype} "
+                                 "(complex values are not truncated to their real part)")
         if "atoms" in keys:
             atoms = as_float_array(z["atoms"], "atoms", ndim=2)
             weights = as_float_array(z["weights"], "weights", ndim=1) if "weights" in keys else None

@@ -70,8 +70,11 @@ from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
+from noisealloc.theory._limits import (LOW_SNR_LIMIT, dirac_underflow_snr, min_distance_lower_bound,
+                                       refuse_complex)
 
-__all__ = ["DiracMixture", "QUAD_HALF_WIDTH", "QUAD_MAX_ATOMS", "QUAD_RTOL_TARGET"]
+__all__ = ["DiracMixture", "LOW_SNR_LIMIT", "QUAD_HALF_WIDTH", "QUAD_MAX_ATOMS", "QUAD_RTOL_TARGET",
+           "merge_duplicate_atoms"]
 
 #: Half-width of the quadrature range in units of sigma beyond the atoms' hull:
 #: the Gaussian tail exp(-14**2/2) ~ 3e-43 is far below any relative tolerance.
@@ -90,6 +93,9 @@ _DEFAULT_SAMPLES = 4096
 # Atoms x span dimension from which the denoiser uses the blocked GEMM engine: below it the
 # per-point reference-atom kernel is as fast and handles a level per point.
 _BLOCKED_MIN_SIZE = 512
+# The blocked engine takes |lam| <= 700 (its e^lam stays finite); beyond, the reference-atom kernel, which
+# handles sigma^2 = 0 and infinity.
+_BLOCKED_LAM_MAX = 700.0
 
 
 
@@ -114,9 +120,12 @@ def _posterior_kernel(y, sig2, mu, log_pi, *, want_mean=False):
     ref = np.argmin(np.einsum("nkr,nkr->nk", diff, diff), axis=1)
     yr = diff[np.arange(n), ref]  # x - mu_ref
     dmu = mu[ref][:, None, :] - mu[None, :, :]  # mu_ref - mu_j
-    delta = (log_pi[None, :] - log_pi[ref][:, None]) - (
-        np.einsum("nkr,nr->nk", dmu, yr) + 0.5 * np.einsum("nkr,nkr->nk", dmu, dmu)
-    ) / sig2[:, None]
+    # q_j = (|x - mu_j|^2 - |x - mu_ref|^2) / 2 >= 0; q_j / sigma^2 is +inf when sigma^2 underflows to 0
+    # (lam > 745), and 0 for q_j = 0 (the reference atom, or a tie) at every level, never 0/0.
+    q = np.einsum("nkr,nr->nk", dmu, yr) + 0.5 * np.einsum("nkr,nkr->nk", dmu, dmu)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        q_scaled = np.where(q == 0.0, 0.0, q / sig2[:, None])
+    delta = (log_pi[None, :] - log_pi[ref][:, None]) - q_scaled
     dom = np.argmax(delta, axis=1)
     dd = delta - delta[np.arange(n), dom][:, None]
     e = np.exp(dd)
@@ -131,16 +140,60 @@ def _posterior_kernel(y, sig2, mu, log_pi, *, want_mean=False):
     shift = np.einsum("nk,nkr->nr", w, rel)  # m - mu_dom
     dev = rel - shift[:, None, :]
     tr_c = np.einsum("nk,nkr,nkr->n", w, dev, dev)
-    log_p = (
-        log_pi[ref]
-        - 0.5 * np.einsum("nr,nr->n", yr, yr) / sig2
-        - 0.5 * r * np.log(2.0 * math.pi * sig2)
-        + delta[np.arange(n), dom]
-        + l1p
-    )
+    yr2 = np.einsum("nr,nr->n", yr, yr)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        yr2_scaled = np.where(yr2 == 0.0, 0.0, yr2 / sig2)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        log_p = (
+            log_pi[ref]
+            - 0.5 * yr2_scaled
+            - 0.5 * r * np.log(2.0 * math.pi * sig2)
+            + delta[np.arange(n), dom]
+            + l1p
+        )
+    if np.any(sig2 == 0.0):  # sigma^2 underflowed: the density of x is a Dirac at the atoms
+        log_p = np.where(sig2 == 0.0, np.where(yr2 == 0.0, np.inf, -np.inf), log_p)
     if want_mean:
         return log_p, tr_c, ent, log_w, mdom + shift
     return log_p, tr_c, ent, log_w
+
+
+def merge_duplicate_atoms(atoms, weights):
+    r"""Merge identical rows of ``atoms``, adding their weights (the law :math:`\sum_k \pi_k\delta_{\mu_k}` is unchanged).
+
+    Parameters
+    ----------
+    atoms : ndarray, shape (K, D)
+        Atom positions (``-0.0`` and ``0.0`` are the same point).
+    weights : ndarray, shape (K,)
+        Their weights.
+
+    Returns
+    -------
+    atoms : ndarray, shape (K', D)
+        The distinct atoms in the order of their first occurrence (``atoms`` itself when all differ).
+    weights : ndarray, shape (K',)
+        :math:`\pi'_j = \sum_{k:\,\mu_k = \mu'_j} \pi_k`.
+    n_merged : int
+        ``K - K'``.
+
+    Examples
+    --------
+    >>> a, w, n = merge_duplicate_atoms(np.array([[1.0], [0.0], [1.0]]), np.array([0.25, 0.5, 0.25]))
+    >>> a.ravel().tolist(), w.tolist(), n
+    ([1.0, 0.0], [0.5, 0.5], 1)
+    """
+    k = atoms.shape[0]
+    if k < 2:
+        return atoms, weights, 0
+    _, first, inverse = np.unique(atoms + 0.0, axis=0, return_index=True, return_inverse=True)
+    if first.size == k:
+        return atoms, weights, 0
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    merged = np.bincount(rank[np.ravel(inverse)], weights=weights, minlength=order.size)
+    return atoms[first[order]].copy(), merged, k - int(first.size)
 
 
 def _integrands(y, sig2, mu, log_pi):
@@ -164,7 +217,10 @@ class DiracMixture:
     Attributes
     ----------
     atoms : ndarray (K, D);  weights : ndarray (K,);  log_weights : ndarray (K,)
-    dim : int (D);  n_atoms : int (K);  discrete : bool (True)
+    dim : int (D);  n_atoms : int (K, distinct atoms);  discrete : bool (True)
+    n_merged : int
+        Number of input rows that repeated an earlier atom and were merged into it (weights added;
+        :func:`merge_duplicate_atoms`).
     monte_carlo : bool
         Whether ``method="auto"`` is Monte Carlo (:class:`~noisealloc.theory.protocol.DataModel` flag).
     total_variance : float
@@ -176,6 +232,11 @@ class DiracMixture:
     Notes
     -----
     Observation convention: :math:`x = x_0 + e^{-\lambda/2}\varepsilon` (module docstring).
+    Identical atoms are one point of the law, so they are merged and their weights added (three
+    copies of one atom are :math:`\delta_\mu`, with :math:`H(\pi) = 0`); complex input is refused.
+    Every level is finite: beyond the levels where the quadrature or sampling applies, the
+    information quantities take their asymptotic forms (:data:`LOW_SNR_LIMIT`,
+    :meth:`underflow_level`).
 
     References
     ----------
@@ -194,6 +255,8 @@ class DiracMixture:
     discrete = True
 
     def __init__(self, atoms, weights=None):
+        refuse_complex(atoms, "atoms")
+        refuse_complex(weights, "weights")
         atoms = as_float_array(atoms, "atoms")
         if atoms.ndim == 1:
             atoms = atoms[:, None]
@@ -217,6 +280,10 @@ class DiracMixture:
                 bad = int(np.flatnonzero(weights == 0)[0])
                 raise ValueError(f"weights must be > 0 (remove atoms of zero weight); entry {bad} is 0.0")
             weights = weights / weights.sum()
+        atoms, weights, self.n_merged = merge_duplicate_atoms(atoms, weights)
+        if self.n_merged:
+            weights = weights / weights.sum()  # sums of rounded weights: one atom gets exactly 1
+        k = atoms.shape[0]
         self.atoms = atoms
         self.weights = weights
         self.log_weights = np.log(weights)
@@ -229,7 +296,7 @@ class DiracMixture:
     @property
     def entropy(self) -> float:
         """Entropy of the mixture weights, :math:`H(\\pi)` (nats)."""
-        return float(-np.sum(self.weights * self.log_weights))
+        return float(-np.sum(self.weights * self.log_weights)) + 0.0  # + 0.0: one atom gives 0.0, not -0.0
 
     @cached_property
     def total_variance(self) -> float:
@@ -278,7 +345,8 @@ class DiracMixture:
     # ------------------------------------------------------------------ posterior
     def _posterior(self, x, lam, want_mean=True):
         x, lam = points_and_levels(x, self.dim, lam, allow_1d=True)
-        sig2 = np.exp(-lam)
+        with np.errstate(over="ignore"):  # sigma^2 = inf below lam ~ -709: the posterior is the prior
+            sig2 = np.exp(-lam)
         _, _, coords = self._span
         if coords.shape[1] == 0:
             n = x.shape[0]
@@ -313,7 +381,8 @@ class DiracMixture:
         """
         xs, lams = points_and_levels(x, self.dim, lam, allow_1d=True)
         center, basis, coords = self._span
-        if coords.size >= _BLOCKED_MIN_SIZE and xs.shape[0] > 0 and np.all(lams == lams[0]):
+        if (coords.size >= _BLOCKED_MIN_SIZE and xs.shape[0] > 0 and np.all(lams == lams[0])
+                and abs(float(lams[0])) <= _BLOCKED_LAM_MAX):
             from noisealloc.theory.empirical import posterior_weights_blocked
 
             den, _, _ = posterior_weights_blocked(coords, self.log_weights, self._to_span(xs), float(lams[0]))
@@ -383,6 +452,12 @@ class DiracMixture:
         lam = _as_lam(lam)
         if method == "auto":
             method = self.choose_method()
+        low, high = self._limit_levels(lam)
+        if np.any(low | high):
+            return self._information_with_limits(lam, low, high, method=method, n_samples=n_samples, rng=rng,
+                                                 rtol=rtol, block_size=block_size,
+                                                 float32_distances=float32_distances, progress=progress,
+                                                 stratify=stratify)
         if method in ("quadrature", "projected-quadrature"):
             r = self.span_dim
             if r > 2:
@@ -405,6 +480,87 @@ class DiracMixture:
 
         return InformationEstimates(mmse=mmse, entropy_rate=entropy_rate_from_mmse(lam, mmse),
                                     conditional_entropy=ent)
+
+    @cached_property
+    def _low_snr_level(self) -> float:
+        """Largest lam at which e^lam R^2 <= LOW_SNR_LIMIT (R: largest distance of an atom from the mean)."""
+        centred = self.atoms - self.weights @ self.atoms
+        r2 = float(np.max(np.einsum("kd,kd->k", centred, centred)))
+        return math.log(LOW_SNR_LIMIT / r2) if r2 > 0 else math.inf
+
+    def underflow_level(self) -> float:
+        r"""Log-SNR from which mmse, :math:`H(\lambda)` and :math:`h(\lambda)` are exactly 0 in float64.
+
+        From the Bhattacharyya bound of the pairwise confusions,
+        :math:`\mathrm{mmse} \le \tfrac12 K d_{\min}^2 e^{-E}`, :math:`h \le 2KEe^{-E}`,
+        :math:`H \le 1.24\,K e^{-E}` with :math:`E = d_{\min}^2 e^\lambda/8`: the level where these
+        fall below the smallest float64 subnormal (``d_min`` a rounding-safe lower bound).  One
+        atom has mmse = H = 0 at every level (``-inf``).
+
+        Returns
+        -------
+        float
+            :math:`\log(8E/d_{\min}^2)` (``inf`` if two atoms are closer than the rounding of their distance).
+
+        References
+        ----------
+        THEORY.md section 2 (limits of :math:`H`).
+        """
+        if self.n_atoms == 1:
+            return -math.inf
+        return self._underflow_level
+
+    @cached_property
+    def _underflow_level(self) -> float:
+        snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms))
+        return math.log(snr) if snr > 0 else -math.inf
+
+    def _limit_levels(self, lam):
+        """Masks (low, high) of the levels where the low-SNR limits and the exact-zero limits apply."""
+        if self.n_atoms == 1:
+            return np.zeros(lam.shape, bool), np.zeros(lam.shape, bool)
+        low = lam <= self._low_snr_level
+        top = float(lam.max()) if lam.size else -math.inf
+        # |mu_0 - mu_1| >= d_min and the level falls as d_min grows: below this cheap level no level
+        # can be an underflow level, and the exact d_min (a blocked GEMM over all pairs) is not needed.
+        cheap = math.log(dirac_underflow_snr(self.n_atoms, float(np.linalg.norm(self.atoms[0] - self.atoms[1]))))
+        high = (lam >= self.underflow_level()) if top >= cheap else np.zeros(lam.shape, bool)
+        return low, high
+
+    def _information_with_limits(self, lam, low, high, *, method, **options):
+        """information() where some levels take their limits; the others by ``method``."""
+        from noisealloc.theory.information import entropy_rate_from_mmse
+
+        mid = ~(low | high)
+        mmse = np.where(low, self.total_variance, 0.0)
+        ent = np.where(low, self.entropy, 0.0)
+        m_se, h_se = np.zeros(lam.shape), np.zeros(lam.shape)
+        label = {"auto": self.choose_method()}.get(method, method)
+        if label in ("quadrature", "projected-quadrature"):
+            label = "quadrature" if self.span_dim == self.dim else "projected-quadrature"
+        ests = {"mmse": None, "ent": None}
+        if np.any(mid):
+            inner = self.information(lam[mid], method=method, **options)
+            ests = {"mmse": inner.mmse, "ent": inner.conditional_entropy}
+            mmse[mid], m_se[mid] = inner.mmse.value, inner.mmse.stderr
+            ent[mid], h_se[mid] = inner.conditional_entropy.value, inner.conditional_entropy.stderr
+
+        def pack(value, stderr, est):
+            info = {} if est is None else dict(est.info)
+            for key, v in list(info.items()):
+                if isinstance(v, np.ndarray) and v.shape == (int(mid.sum()),):
+                    full = np.zeros(lam.shape)
+                    full[mid] = v
+                    info[key] = full
+            info["limit_levels"] = {"low_snr": int(low.sum()), "underflow": int(high.sum())}
+            if est is None:
+                n = options.get("n_samples") if label == "monte-carlo" else None
+                return Estimate(value, stderr, label, 0.0 if label != "monte-carlo" else None, n, info)
+            return Estimate(value, stderr, est.method, est.error_check, est.n_samples, info)
+
+        m_est = pack(mmse, m_se, ests["mmse"])
+        return InformationEstimates(mmse=m_est, entropy_rate=entropy_rate_from_mmse(lam, m_est),
+                                    conditional_entropy=pack(ent, h_se, ests["ent"]))
 
     def information_samples(self, lam, *, n_samples=None, rng=None, block_size=None,
                             float32_distances: bool = False, progress: bool = False, stratify: bool = True):
@@ -520,6 +676,9 @@ class DiracMixture:
         """(mmse, conditional entropy) Estimates by quadrature on the atoms' span."""
         flat = lam.reshape(-1)
         _, _, coords = self._span
+        # Integrate about the atoms' mean: far from the origin (atoms near 1000) the nodes' rounding
+        # would otherwise blur boundary layers narrower than |x| eps.
+        coords = coords - coords.mean(axis=0)
         r = coords.shape[1]
         if r == 0:
             z = np.zeros(lam.shape)

@@ -53,6 +53,7 @@ import numpy as np
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory.estimates import Estimate, InformationEstimates
+from noisealloc.theory._limits import refuse_complex
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -99,6 +100,7 @@ def validate_atoms(atoms) -> np.ndarray:
     -------
     ndarray, shape (K, D), float64
     """
+    refuse_complex(atoms, "atoms")
     arr = as_float_array(atoms, "atoms")
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(f"atoms must be a (K, D) array with K >= 1 and D >= 1; got shape {arr.shape}")
@@ -124,6 +126,7 @@ def validate_weights(weights, n_atoms: int) -> np.ndarray:
     """
     if weights is None:
         return np.full(n_atoms, 1.0 / n_atoms)
+    refuse_complex(weights, "weights")
     w = as_float_array(weights, "weights")
     if w.shape != (n_atoms,):
         raise ValueError(f"weights must have shape ({n_atoms},) to match atoms; got {w.shape}")
@@ -456,7 +459,8 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
 
         \widehat{\operatorname{Var}} = \frac{1}{n^2} \sum_s n_s\, s_s^2,
 
-    with ``s_s^2`` the unbiased within-stratum sample variance (``n_s`` samples).
+    with ``s_s^2`` the unbiased within-stratum sample variance (``n_s`` samples), computed on
+    deviations scaled by a power of two per row so that it does not underflow for values ~1e-300.
 
     Parameters
     ----------
@@ -487,9 +491,13 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
     sums = np.add.reduceat(v, starts, axis=-1)
     smean = sums / sizes
     dev = v - np.repeat(smean, sizes, axis=-1)
-    ss = np.add.reduceat(dev * dev, starts, axis=-1)  # = (n_s - 1) s_s^2
+    # Squares of deviations below ~1e-162 underflow: scale each row by a power of two (exact, so the
+    # result is bit-for-bit that of the unscaled formula wherever that did not under- or overflow).
+    _, expo = np.frexp(np.max(np.abs(dev), axis=-1, keepdims=True) if n else np.zeros(v.shape[:-1] + (1,)))
+    dev = np.ldexp(dev, -expo)
+    ss = np.add.reduceat(dev * dev, starts, axis=-1)  # = (n_s - 1) s_s^2, scaled by 4^-expo
     var = (ss * (sizes / (sizes - 1))).sum(axis=-1) / n**2
-    return mean, np.sqrt(var)
+    return mean, np.ldexp(np.sqrt(var), expo[..., 0])
 
 
 def information_samples(

@@ -34,6 +34,7 @@ from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
+from noisealloc.theory._limits import LOW_SNR_LIMIT, refuse_complex
 
 __all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
 
@@ -43,6 +44,9 @@ __all__ = ["GaussianManifold", "GaussianManifoldMixture", "ORTHONORMAL_ATOL"]
 ORTHONORMAL_ATOL = 1e-10
 # Monte-Carlo sample count of mixtures when none is given.
 _DEFAULT_SAMPLES = 4096
+# Mixtures: beyond this level h and the component entropy are on their plateau (distance O(e^-lam/2)),
+# and sigma^2 = e^-lam leaves the normal float64 range (class docstring, "Far levels").
+_MIX_LAM_CAP = 700.0
 
 
 
@@ -85,6 +89,8 @@ class GaussianManifold:
     monte_carlo = False
 
     def __init__(self, mean, basis, variances):
+        for value, name in ((mean, "mean"), (basis, "basis"), (variances, "variances")):
+            refuse_complex(value, name)
         mean = as_float_array(mean, "mean")
         if mean.ndim != 1 or mean.size < 1:
             raise ValueError(f"mean must have shape (D,) with D >= 1; got {mean.shape}")
@@ -274,6 +280,14 @@ class GaussianManifoldMixture:
     When the component is a function of :math:`x_0` (distinct components),
     :math:`I(x_0; x) = H(\pi) - E\,\mathcal H(w(x)) + \sum_j \pi_j I_j(\lambda)`.
 
+    Far levels (every level is finite): where :math:`e^\lambda\,\mathrm{Var}(P) \le 10^{-20}`
+    (:data:`~noisealloc.theory._limits.LOW_SNR_LIMIT`) the posterior is the prior to that relative
+    precision: :math:`\mathrm{mmse} = \mathrm{Var}(P)`, component entropy :math:`H(\pi)`,
+    :math:`h = I = \tfrac12 e^\lambda \mathrm{Var}(P)`.  Beyond :math:`\lambda = 700` the rate and the
+    component entropy are those of :math:`\lambda = 700` (their plateau, reached up to
+    :math:`O(\sigma)`, :math:`\sigma = e^{-350}`), :math:`\mathrm{mmse} = 2h e^{-\lambda}` and
+    :math:`I` uses the closed-form :math:`I_j(\lambda)`.
+
     References
     ----------
     THEORY.md section 3.3.
@@ -294,6 +308,7 @@ class GaussianManifoldMixture:
         if weights is None:
             weights = np.full(j, 1.0 / j)
         else:
+            refuse_complex(weights, "weights")
             weights = as_float_array(weights, "weights")
             if weights.shape != (j,):
                 raise ValueError(f"weights must have shape ({j},) to match components; got {weights.shape}")
@@ -379,6 +394,9 @@ class GaussianManifoldMixture:
     def log_posterior_weights(self, x, lam) -> np.ndarray:
         """Log component-posterior weights, shape (n, J) (log-sum-exp normalised)."""
         x, lam = self._check_x(x, lam)
+        # sigma^2 = e^-lam leaves the float64 range beyond |lam| = 700; the weights there are their limits
+        # (the prior at low SNR, the x0-level posterior at high SNR) to O(e^-350).
+        lam = np.clip(lam, -_MIX_LAM_CAP, _MIX_LAM_CAP)
         ll = np.stack([c.log_marginal(x, lam) for c in self.components], axis=1) + self.log_weights
         mx = ll.max(axis=1, keepdims=True)
         return ll - (mx + np.log(np.sum(np.exp(ll - mx), axis=1, keepdims=True)))
@@ -504,7 +522,57 @@ class GaussianManifoldMixture:
             :class:`Estimate` of the shape of ``lam`` with ``method="monte-carlo"`` and ``info["seed"]``.
         """
         lam = _lam(lam)
-        return self.information_from_samples(self.information_samples(lam, n_samples=n_samples, rng=rng), lam.shape)
+        low = lam <= self._low_snr_level
+        cap = lam > _MIX_LAM_CAP
+        if not np.any(low | cap):
+            return self.information_from_samples(self.information_samples(lam, n_samples=n_samples, rng=rng),
+                                                 lam.shape)
+        return self._information_with_limits(lam, low, cap, n_samples=n_samples, rng=rng)
+
+    @property
+    def _low_snr_level(self) -> float:
+        var = self.total_variance
+        return math.log(LOW_SNR_LIMIT / var) if var > 0 else math.inf
+
+    def _information_with_limits(self, lam, low, cap, *, n_samples, rng):
+        """information() where levels take their limits (class docstring, "Far levels")."""
+        mid = ~(low | cap)
+        levels = np.concatenate([lam[mid], [_MIX_LAM_CAP] if np.any(cap) else []])
+        tr = np.full(lam.shape, self.total_variance)
+        ent = np.full(lam.shape, self.entropy)
+        tr_se, ent_se = np.zeros(lam.shape), np.zeros(lam.shape)
+        rate = np.zeros(lam.shape)
+        info, n = {}, None
+        if levels.size:
+            inner = self.information_from_samples(self.information_samples(levels, n_samples=n_samples, rng=rng))
+            info, n = dict(inner.mmse.info), inner.mmse.n_samples
+            k = int(mid.sum())
+            tr[mid], tr_se[mid] = inner.mmse.value[:k], inner.mmse.stderr[:k]
+            ent[mid], ent_se[mid] = inner.component_entropy.value[:k], inner.component_entropy.stderr[:k]
+            rate[mid] = inner.entropy_rate.value[:k]
+            if np.any(cap):
+                # h and the component entropy have reached their plateau at lam = 700 (the distance is
+                # O(e^-350)); mmse = 2 h e^-lam, which underflows to 0 past lam ~ 745.
+                h_top, h_top_se = inner.entropy_rate.value[-1], inner.entropy_rate.stderr[-1]
+                rate[cap] = h_top
+                with np.errstate(under="ignore"):
+                    tr[cap] = 2.0 * h_top * np.exp(-lam[cap])
+                    tr_se[cap] = 2.0 * h_top_se * np.exp(-lam[cap])
+                ent[cap], ent_se[cap] = inner.component_entropy.value[-1], inner.component_entropy.stderr[-1]
+        info["limit_levels"] = {"low_snr": int(low.sum()), "plateau": int(cap.sum())}
+        i_comp = sum(p * c.mutual_information(lam).value for p, c in zip(self.weights, self.components))
+        mi = np.where(low, 0.5 * np.exp(np.minimum(lam, 0.0)) * self.total_variance, self.entropy - ent + i_comp)
+        rate = np.where(low, 0.5 * np.exp(np.minimum(lam, 0.0)) * self.total_variance, rate)
+        rate_se = np.zeros(lam.shape)
+        rate_se[mid] = 0.5 * np.exp(lam[mid]) * tr_se[mid]
+        if np.any(cap):
+            rate_se[cap] = inner.entropy_rate.stderr[-1]
+
+        def est(v, se):
+            return Estimate(v, se, "monte-carlo", None, n, info)
+
+        return InformationEstimates(mmse=est(tr, tr_se), entropy_rate=est(rate, rate_se),
+                                    component_entropy=est(ent, ent_se), mutual_information=est(mi, ent_se))
 
     def mmse(self, lam, *, n_samples=None, rng=None) -> Estimate:
         r"""Monte-Carlo :math:`E\,\mathrm{tr}\,C(x)` (see :meth:`information`).

@@ -32,6 +32,13 @@ so :math:`I \sim \tfrac12 r^2 e^\lambda` keeps full relative accuracy as :math:`
 :math:`1 - A^2` uses the asymptotic series of :math:`I_0 - I_1` for :math:`\kappa \ge 30`,
 where the direct difference would lose :math:`\log_{10}\kappa` digits.
 As :math:`\lambda \to \infty`, :math:`h \to 1/2` (intrinsic dimension 1).
+
+Far levels take their limits, exact in float64 where the neglected relative terms
+(:math:`r^2 e^\lambda`, resp. :math:`e^{-\lambda}/r^2`) are at most
+:data:`~noisealloc.theory._limits.LOW_SNR_LIMIT` = 1e-20: :math:`\mathrm{mmse} = r^2`,
+:math:`I = \tfrac12 r^2 e^\lambda` at low SNR; :math:`\mathrm{mmse} = e^{-\lambda}`, :math:`h = 1/2`,
+:math:`I = \tfrac12\lambda + \tfrac12\log(2\pi r^2/e)` (the entropy :math:`\log 2\pi r` of the
+angle minus that of one tangent Gaussian coordinate) at high SNR; so every level is finite.
 """
 
 from __future__ import annotations
@@ -45,8 +52,9 @@ from noisealloc.theory.errors import as_float_array, as_generator, check_finite
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
-from noisealloc.theory.information import entropy_rate_from_mmse
+from noisealloc.theory.information import entropy_rate_from_mmse, rate_jacobian
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
+from noisealloc.theory._limits import LOW_SNR_LIMIT, refuse_complex
 
 __all__ = ["Circle", "bessel_ratio", "log_ive0", "one_minus_bessel_ratio_sq", "log_i0_minus_quadratic"]
 
@@ -241,6 +249,8 @@ class Circle:
         dim = int(dim)
         if center is None:
             center = np.zeros(dim)
+        refuse_complex(center, "center")
+        refuse_complex(frame, "frame")
         center = as_float_array(center, "center")
         if center.shape != (dim,):
             raise ValueError(f"center must have shape ({dim},); got {center.shape}")
@@ -278,7 +288,9 @@ class Circle:
         x, lam = points_and_levels(x, self.dim, lam)
         y = (x - self.center) @ self.frame
         rho = np.hypot(y[:, 0], y[:, 1])
-        kappa = self.radius * rho * np.exp(np.broadcast_to(lam, rho.shape))
+        with np.errstate(over="ignore", invalid="ignore"):  # kappa = inf beyond lam ~ 709: A = 1, the limit
+            kappa = self.radius * rho * np.exp(np.broadcast_to(lam, rho.shape))
+        kappa = np.where(rho > 0, kappa, 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             e = np.where(rho[:, None] > 0, y / np.where(rho > 0, rho, 1.0)[:, None], np.array([1.0, 0.0]))
         return y, rho, kappa, e
@@ -293,11 +305,13 @@ class Circle:
         r""":math:`C = r^2 F[((1+B)/2 - A^2) e e^\top + ((1-B)/2) e_\perp e_\perp^\top] F^\top`,
         :math:`B = I_2/I_0`, shape (n, D, D)."""
         _, _, kappa, e = self._polar(x, lam)
-        i0 = ive(0, kappa)
-        a = ive(1, kappa) / i0
-        b = ive(2, kappa) / i0
-        par = self.radius ** 2 * (0.5 * (1 + b) - a * a)
-        perp = self.radius ** 2 * 0.5 * (1 - b)
+        fin = np.isfinite(kappa)  # kappa = inf (sigma^2 underflowed): the posterior is a point, C = 0
+        kf = np.where(fin, kappa, 0.0)
+        i0 = ive(0, kf)
+        a = ive(1, kf) / i0
+        b = ive(2, kf) / i0
+        par = np.where(fin, self.radius ** 2 * (0.5 * (1 + b) - a * a), 0.0)
+        perp = np.where(fin, self.radius ** 2 * 0.5 * (1 - b), 0.0)
         ep = np.stack([-e[:, 1], e[:, 0]], axis=1)
         ef, epf = e @ self.frame.T, ep @ self.frame.T
         return par[:, None, None] * ef[:, :, None] * ef[:, None, :] + perp[:, None, None] * epf[:, :, None] * epf[:, None, :]
@@ -354,21 +368,41 @@ class Circle:
         """
         lam = _lam(lam)
         flat = lam.reshape(-1)
-        val, err, info = self._rice_expectations(flat)
         r2 = self.radius ** 2
+        # The limits of the module docstring where they are exact in float64 (neglected terms relative
+        # r^2 e^lam, resp. e^-lam / r^2, at most LOW_SNR_LIMIT); the Rice quadrature in between.
+        log_snr_r2 = flat + 2.0 * math.log(self.radius)
+        far_low = log_snr_r2 <= math.log(LOW_SNR_LIMIT)
+        far_high = log_snr_r2 >= -math.log(LOW_SNR_LIMIT)
+        mid = ~(far_low | far_high)
+        val, err = np.zeros((3, flat.size)), np.zeros((3, flat.size))
+        info = {"n_intervals": 0, "nfev": 0, "success": True}
+        if np.any(mid):
+            val[:, mid], err[:, mid], info = self._rice_expectations(flat[mid])
+        info["limit_levels"] = {"low_snr": int(far_low.sum()), "high_snr": int(far_high.sum())}
+        with np.errstate(over="ignore"):
+            snr_r2 = r2 * np.exp(np.minimum(flat, 0.0))  # used only where r^2 e^lam <= 1
+        low = log_snr_r2 <= 0.0
         mmse = r2 * val[0]
         mmse_err = r2 * err[0]
-        snr_r2 = r2 * np.exp(flat)
-        low = snr_r2 <= 1.0
         mi = np.where(low, 0.5 * snr_r2 - 0.25 * snr_r2 ** 2 - val[2], val[1])
         mi_err = np.where(low, err[2], err[1])
+        mmse = np.where(far_low, r2, mmse)
+        with np.errstate(under="ignore"):
+            mmse = np.where(far_high, np.exp(-np.where(far_high, flat, 0.0)), mmse)
+        mi = np.where(far_low, 0.5 * snr_r2,
+                      np.where(far_high, 0.5 * flat + 0.5 * math.log(2.0 * math.pi * r2 / math.e), mi))
         with np.errstate(divide="ignore", invalid="ignore"):
             rel_m = np.max(np.where(mmse > 0, mmse_err / mmse, 0.0))
             rel_i = np.max(np.where(mi > 0, mi_err / mi, 0.0))
         mmse_est = Estimate(mmse.reshape(lam.shape), 0.0, "quadrature", float(rel_m), None, dict(info))
+        rate = entropy_rate_from_mmse(lam, mmse_est)
+        # h = 1/2 e^lam mmse -> 1/2 where mmse = e^-lam underflows (lam > 745): set the limit directly.
+        rate = Estimate(np.where(far_high.reshape(lam.shape), 0.5, rate.value), rate.stderr, rate.method,
+                        rate.error_check, rate.n_samples, rate.info)
         return InformationEstimates(
             mmse=mmse_est,
-            entropy_rate=entropy_rate_from_mmse(lam, mmse_est),
+            entropy_rate=rate,
             mutual_information=Estimate(np.maximum(mi, 0.0).reshape(lam.shape), 0.0, "quadrature", float(rel_i),
                                         None, dict(info)),
         )
@@ -415,4 +449,8 @@ class Circle:
         -------
         Estimate
         """
-        return entropy_rate_from_mmse(lam, self.mmse(lam), coordinate)
+        lam = _lam(lam)
+        rate = self.information(lam).entropy_rate
+        jac, name = rate_jacobian(lam, coordinate)
+        return Estimate(rate.value * jac, rate.stderr * jac, rate.method, rate.error_check, None,
+                        dict(rate.info, coordinate=name))

@@ -20,7 +20,15 @@ import json
 import os
 import sys
 
+from noisealloc.theory.limits import MAX_LEVELS, MAX_SAMPLES
+
 __all__ = ["add_arguments", "run"]
+
+#: Bytes per level squared of a request: the Simpson weights of the budget check are formed from an
+#: L x L identity (theory.information.grid_quadrature_weights; peak about six such arrays, measured).
+_BYTES_PER_LEVEL2 = 48
+#: Bytes per (level, sample) pair: per-sample mmse and entropy arrays and their temporaries (measured).
+_BYTES_PER_LEVEL_SAMPLE = 64
 
 
 def add_arguments(parser) -> None:
@@ -29,8 +37,10 @@ def add_arguments(parser) -> None:
                              "mnist[:PATH] | npz:PATH")
     parser.add_argument("--lam-min", type=float, default=-12.0, metavar="A", help="smallest log-SNR (default -12)")
     parser.add_argument("--lam-max", type=float, default=12.0, metavar="B", help="largest log-SNR (default 12)")
-    parser.add_argument("--levels", type=int, default=64, metavar="L", help="number of equally spaced levels (default 64)")
-    parser.add_argument("--samples", type=int, default=512, metavar="S", help="Monte-Carlo samples (default 512)")
+    parser.add_argument("--levels", type=int, default=64, metavar="L",
+                        help=f"number of equally spaced levels (default 64; 3 to {MAX_LEVELS} without --allow-large)")
+    parser.add_argument("--samples", type=int, default=512, metavar="S",
+                        help=f"Monte-Carlo samples (default 512; 2 to {MAX_SAMPLES} without --allow-large)")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="random seed (default 0)")
     parser.add_argument("--coordinate", default="lambda", metavar="C",
                         help="coordinate of the entropy rate: lambda, sigma, log-sigma, t-linear, t-cosine, t-edm, t-rf")
@@ -39,6 +49,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE.json", help="output JSON (written atomically)")
     parser.add_argument("--plot", default=None, metavar="FILE.png", help="plot h(lam) with a 2-SE band and H(lam)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--allow-large", action="store_true",
+                        help="lift the limits on --levels and --samples (the estimated memory is still checked "
+                             "against the available memory)")
 
 
 def _check_args(args) -> None:
@@ -46,10 +59,18 @@ def _check_args(args) -> None:
     from noisealloc.theory.errors import check_interval
 
     check_interval(args.lam_min, args.lam_max, "--lam-min/--lam-max")
+    from noisealloc.theory.limits import check_memory, check_size
+
     if args.levels < 3:
         raise ValueError(f"--levels must be >= 3 (the budget uses Simpson's rule); got {args.levels}")
     if args.samples < 2:
         raise ValueError(f"--samples must be >= 2 (a standard error needs two samples); got {args.samples}")
+    allow = getattr(args, "allow_large", False)
+    check_size("--levels", args.levels, MAX_LEVELS, minimum=3, allow_large=allow)
+    check_size("--samples", args.samples, MAX_SAMPLES, minimum=2, allow_large=allow)
+    check_memory(_BYTES_PER_LEVEL2 * float(args.levels) ** 2
+                 + _BYTES_PER_LEVEL_SAMPLE * float(args.levels) * float(args.samples),
+                 f"--levels {args.levels} --samples {args.samples}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0; got {args.seed}")
     if args.block_size is not None and args.block_size < 1:
@@ -121,6 +142,8 @@ def compute(args) -> dict:
             "lam_min": args.lam_min, "lam_max": args.lam_max, "samples": args.samples,
             "block_size": args.block_size, "float32": bool(args.float32), "model": repr(model),
             "convention": "x = x0 + sigma*eps, sigma = exp(-lam/2); entropies in nats"}
+    if getattr(model, "n_merged", 0):
+        meta["merged_duplicate_atoms"] = int(model.n_merged)
     if prof.discrete:
         doc["conditional_entropy"] = prof.conditional_entropy.value.tolist()
         doc["conditional_entropy_stderr"] = prof.conditional_entropy.stderr.tolist()
@@ -206,5 +229,8 @@ def run(args) -> int:
         line += (f"; budget int h dlam = {b['value']:.5f} +- {b['stderr']:.5f} vs H(lam_min) - H(lam_max) = "
                  f"{b['target']:.5f} (H(pi) = {b['H_pi']:.5f}, z = {b['z'] if b['z'] is None else round(b['z'], 2)}, "
                  f"discretisation {b['discretisation_error_estimate']:.1e}, {'holds' if b['holds'] else 'FAILS'})")
+    merged = doc["meta"].get("merged_duplicate_atoms")
+    if merged:
+        line += f"; {merged} duplicate atom(s) merged into earlier ones (weights added)"
     print(line, file=sys.stdout)
     return 0
