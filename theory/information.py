@@ -82,13 +82,19 @@ def grid_quadrature_weights(lam):
     Parameters
     ----------
     lam : array_like, shape (L,)
-        Increasing grid, ``L >= 2``.
+        Strictly increasing finite grid, ``L >= 2`` (an unsorted grid would give negative weights).
 
     Returns
     -------
     trapezoid, simpson : ndarray, shape (L,)
         Quadrature weights; their difference applied to ``f`` estimates the discretisation
         error of a budget integral on the grid.
+
+    Raises
+    ------
+    ValueError
+        ``lam`` is not one-dimensional, has fewer than 2 levels, is not finite or not strictly
+        increasing.
 
     Examples
     --------
@@ -99,6 +105,15 @@ def grid_quadrature_weights(lam):
     from scipy.integrate import simpson
 
     lam = np.asarray(lam, dtype=np.float64)
+    if lam.ndim != 1 or lam.size < 2:
+        raise ValueError(f"lam must be a one-dimensional grid of at least 2 levels; got shape {lam.shape}")
+    if not np.all(np.isfinite(lam)):
+        raise ValueError("lam must be finite; got a non-finite level")
+    steps = np.diff(lam)
+    if not np.all(steps > 0):
+        i = int(np.argmin(steps > 0))
+        raise ValueError(f"lam must be strictly increasing (Simpson weights of an unsorted grid are negative); "
+                         f"lam[{i}] = {float(lam[i])!r} >= lam[{i + 1}] = {float(lam[i + 1])!r}")
     trap = np.empty_like(lam)
     dl = np.diff(lam)
     trap[0], trap[-1] = dl[0] / 2, dl[-1] / 2

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_SAMPLES",
     "MAX_SWEEP_CELLS",
     "MAX_OPTIMIZE_LEVELS",
+    "MAX_FEATURES",
     "available_memory",
     "check_size",
     "check_memory",
@@ -29,6 +30,9 @@ MAX_LEVELS = 1_000_000
 #: Levels of an allocation problem (``optimize``): the information matrices are dense
 #: ``levels x levels`` (1e4 levels = 800 MB per matrix).
 MAX_OPTIMIZE_LEVELS = 10_000
+#: Random features of a denoiser family (``optimize --features``): one dense ``q x q`` information
+#: matrix per level.
+MAX_FEATURES = 1024
 #: Points of a tabulated schedule (``schedules --points``): 1e7 points are 80 MB per column.
 MAX_POINTS = 10_000_000
 #: Monte-Carlo samples per level.

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from noisealloc.theory.limits import MAX_FEATURES, MAX_OPTIMIZE_LEVELS
+
 CRITERIA = ("sandwich", "L", "A", "D", "E")
 
 
@@ -26,7 +28,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--criterion", default="L", choices=CRITERIA,
                         help="sandwich V(p) (non-convex, KKT certificate), L = tr(A_w M^-1) (default), A = tr(M^-1), "
                              "D = -log det M, E = -lambda_min(M)")
-    parser.add_argument("--levels", type=int, default=161, help="candidate log-SNR levels (default 161)")
+    parser.add_argument("--levels", type=int, default=161,
+                        help=f"candidate log-SNR levels (default 161; 3 to {MAX_OPTIMIZE_LEVELS} without --allow-large)")
     parser.add_argument("--lam-min", type=float, default=-8.0)
     parser.add_argument("--lam-max", type=float, default=8.0)
     parser.add_argument("--features", type=int, default=32, help="random features q (random-features family)")
@@ -34,6 +37,23 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tol", type=float, default=1e-8, help="certified relative gap (default 1e-8)")
     parser.add_argument("--out", metavar="FILE.json")
     parser.add_argument("--plot", metavar="FILE.png")
+    parser.add_argument("--allow-large", action="store_true",
+                        help="lift the limit on --levels (the estimated memory is still checked against the "
+                             "available memory)")
+
+
+def _check_size(args) -> None:
+    """Refuse a request above the size limits or the available memory, before building anything."""
+    from noisealloc.theory.limits import check_memory, check_size
+
+    allow = getattr(args, "allow_large", False)
+    check_size("--levels", args.levels, MAX_OPTIMIZE_LEVELS, minimum=3, allow_large=allow)
+    check_size("--features", args.features, MAX_FEATURES, minimum=1, allow_large=allow)
+    # Dense level x level work of the solver and certificates, and one (m x m) information matrix
+    # per level (m <= features + 1), each with a few copies: 8 bytes x 8 arrays.
+    m = args.features + 1
+    check_memory(64.0 * args.levels ** 2 + 64.0 * args.levels * m * m,
+                 f"--levels {args.levels} --features {args.features}")
 
 
 def _sensitivity_curve(result, lam_fine):
@@ -57,6 +77,7 @@ def _sensitivity_curve(result, lam_fine):
 
 
 def run(args) -> int:
+    _check_size(args)  # before the solver's imports: a refused request answers at once
     from noisealloc import __version__
     from noisealloc.commands._output import write_json_atomic
     from noisealloc.solvers import optimize_allocation
