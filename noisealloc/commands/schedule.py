@@ -29,7 +29,11 @@ def add_arguments(parser) -> None:
                         help="coordinate of the learners and of the exported schedule (the square-root law depends on it)")
     parser.add_argument("--lam-min", type=float, default=None, help="default -12 (data) or the measured range (losses)")
     parser.add_argument("--lam-max", type=float, default=None, help="default 12 (data) or the measured range (losses)")
-    parser.add_argument("--levels", type=int, default=129, help="log-SNR levels of the profile (default 129)")
+    parser.add_argument("--levels", type=int, default=129,
+                        help="log-SNR levels of the profile (default 129; 3 to 1000000 without --allow-large)")
+    parser.add_argument("--allow-large", action="store_true",
+                        help="lift the limits on --levels and --samples (the estimated memory is still checked "
+                             "against the available memory)")
     parser.add_argument("--samples", type=int, default=4096, help="Monte-Carlo samples per level where needed")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--floor", type=float, default=0.0, metavar="EPS", help="uniform mixture weight in [0, 1)")
@@ -237,12 +241,26 @@ def _plot(path, profile, schedule, args):
     plt.close(fig)
 
 
+def _check_size(args) -> None:
+    """Refuse sizes above the limits (noisealloc.theory.limits) or the available memory, before computing."""
+    from noisealloc.theory.limits import MAX_LEVELS, MAX_SAMPLES, check_memory, check_size
+
+    allow = getattr(args, "allow_large", False)
+    check_size("--levels", args.levels, MAX_LEVELS, minimum=3, allow_large=allow)
+    samples = getattr(args, "samples", None)
+    if samples is not None:
+        check_size("--samples", samples, MAX_SAMPLES, minimum=2, allow_large=allow)
+    # per-sample arrays over levels (mmse, entropy and temporaries: 64 bytes per pair, as entropy)
+    check_memory(64.0 * args.levels * (samples or 4096), f"--levels {args.levels} --samples {samples or 4096}")
+
+
 def run(args) -> int:
     from noisealloc import __version__
     from noisealloc.theory.schedule_io import save_json
 
     if args.levels < 3:  # one rule for both sources: a profile needs 3 levels to have a shape
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
+    _check_size(args)
     profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
     schedule = profile["schedule"]
     lam_mean = float(np.trapezoid(profile["lam"] * schedule.to("lambda").pdf(profile["lam"]), profile["lam"]))
