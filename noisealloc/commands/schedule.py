@@ -144,11 +144,20 @@ def _load_any(path):
 
     from noisealloc.theory.schedule_io import load_json, load_schedules_json
 
-    with open(path) as fh:
-        fmt = json.load(fh).get("format")
-    if fmt == "noisealloc.schedules":
-        return load_schedules_json(path)
-    s = load_json(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--compare {path}: not a JSON file ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"--compare {path}: expected a schedule JSON object (noisealloc.schedule or "
+                         f"noisealloc.schedules); got a JSON {type(doc).__name__}")
+    try:
+        if doc.get("format") == "noisealloc.schedules":
+            return load_schedules_json(path)
+        s = load_json(path)
+    except (ValueError, TypeError, KeyError) as exc:  # name the file: several may be compared
+        raise ValueError(f"--compare {path}: {exc}") from None
     return {s.name: s}
 
 
@@ -261,6 +270,8 @@ def run(args) -> int:
     if args.levels < 3:  # one rule for both sources: a profile needs 3 levels to have a shape
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
     _check_size(args)
+    # read before computing, so that a bad file is refused before any work or output
+    compared = [_load_any(path) for path in args.compare or []]
     profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
     schedule = profile["schedule"]
     lam_mean = float(np.trapezoid(profile["lam"] * schedule.to("lambda").pdf(profile["lam"]), profile["lam"]))
@@ -274,8 +285,8 @@ def run(args) -> int:
         print(f"wrote {args.out}")
     if args.compare:
         schedules = {f"{args.rule} (this profile)": schedule}
-        for path in args.compare:
-            schedules.update(_load_any(path))
+        for loaded in compared:
+            schedules.update(loaded)
         rows = compare_rows(profile, schedules, args.coordinate)
         print(f"\nindependent-learner loss factor in {args.coordinate} (1 = optimal sqrt law; ELBO weight, decoupled)")
         print("note: heuristic schedules assume their own data scale (EDM: sigma_data = 0.5); no lambda shift applied")
