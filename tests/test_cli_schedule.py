@@ -147,3 +147,44 @@ def test_one_levels_rule_for_both_sources(tmp_path, capsys, source):
     assert main(args + ["--levels", "2"]) == 2
     assert "--levels must be >= 3; got 2" in capsys.readouterr().err
     assert main(args + ["--levels", "3"]) == 0
+
+
+def test_law_auto_rule():
+    from types import SimpleNamespace
+
+    from noisealloc.commands.schedule import resolve_law
+
+    sample = SimpleNamespace(atoms=np.zeros((3, 2)))
+    assert resolve_law("auto", "digits", sample)[0] == "smoothed"
+    assert resolve_law("auto", "mnist:/data", sample)[0] == "smoothed"
+    assert resolve_law("auto", "dirac:K=4,D=1", sample)[0] == "empirical"
+    assert resolve_law("auto", "npz:a.npz", sample)[0] == "empirical"
+    assert resolve_law("auto", "npz:a.npz", SimpleNamespace(atoms=0, sample_of_continuous_law=True))[0] == "smoothed"
+    assert resolve_law("empirical", "digits", sample)[0] == "empirical"
+    assert resolve_law("auto", "gaussian:D=4", SimpleNamespace())[0] == "exact"
+    with pytest.raises(ValueError, match="--law smoothed applies to a finite sample"):
+        resolve_law("smoothed", "circle:D=2", SimpleNamespace())
+
+
+def test_law_smoothed_is_printed_stored_and_plotted(tmp_path, capsys):
+    """A sample of a 2-d plane in R^4 (npz atoms): --law smoothed gives h -> d/2 = 1 at high SNR, where the
+    empirical law's h collapses; the law and the intrinsic dimension are in the output and the JSON."""
+    rng = np.random.default_rng(0)
+    atoms = np.c_[rng.standard_normal((150, 2)), np.zeros((150, 2))]
+    npz = tmp_path / "plane.npz"
+    np.savez(npz, atoms=atoms)
+    out = {law: tmp_path / f"{law}.json" for law in ("smoothed", "empirical")}
+    for law in out:
+        args = ["schedule", "--from-data", f"npz:{npz}", "--law", law, "--levels", "33", "--samples", "256",
+                "--out", str(out[law])]
+        assert main(args + (["--plot", str(tmp_path / "s.png")] if law == "smoothed" else [])) == 0
+    captured = capsys.readouterr()
+    assert "law: smoothed (--law smoothed): 150 components, intrinsic dimension" in captured.err
+    assert "-> rank 2" in captured.err and "from the smoothed law" in captured.out
+    meta = {law: json.loads(p.read_text())["meta"] for law, p in out.items()}
+    assert meta["smoothed"]["law"] == "smoothed" and meta["smoothed"]["rank"] == 2
+    assert meta["empirical"]["law"] == "empirical"
+    s, e = load_json(out["smoothed"]), load_json(out["empirical"])
+    # the smoothed law keeps training at high SNR (plateau), the empirical one stops there
+    assert s.sf(10.0) > 0.1 and e.sf(10.0) < 0.02, (s.sf(10.0), e.sf(10.0))
+    assert (tmp_path / "s.png").stat().st_size > 10_000
