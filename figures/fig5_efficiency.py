@@ -56,34 +56,19 @@ def schedule_weights(pdf_values, lam) -> np.ndarray:
     return w / w.sum()
 
 
-def sandwich(A, G, A_eval, w) -> float:
-    r""":math:`V(p) = \tfrac12\mathrm{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` for grid weights ``w``."""
-    Ap = np.einsum("i,ijk->jk", w, A)
-    Gp = np.einsum("i,ijk->jk", w, G)
-    X = np.linalg.solve(Ap, Gp)
-    Y = np.linalg.solve(Ap, X.T).T  # Ap^{-1} Gp Ap^{-1} (symmetric)
-    return 0.5 * float(np.sum(A_eval * Y))
-
-
-def l_value(A, A_eval, w) -> float:
-    r"""The convex surrogate :math:`L(p) = \mathrm{tr}(A_\omega A_p^{-1})` for grid weights ``w``."""
-    Ap = np.einsum("i,ijk->jk", w, A)
-    return float(np.trace(np.linalg.solve(Ap, A_eval)))
-
-
 def evaluate_dataset(spec, model, sizes, seed) -> dict:
-    from noisealloc.solvers import solve
-    from noisealloc.solvers.problems import _natural_family, build_problem
+    from noisealloc.solvers import allocation_value, sandwich_value, solve
+    from noisealloc.theory.information_matrices import build_family_matrices, natural_family
     from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
     from noisealloc.theory.entropic import independent_learner_factor, schedule_from_model
 
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
-    family = _natural_family(model)
+    family = natural_family(model)
     opts = {}
     if family == "random-features":
         big = getattr(model, "n_atoms", 0) > 1000
         opts = {"q": sizes["rf_q"], "n_mc": sizes["rf_n_mc_images"] if big else sizes["rf_n_mc"]}
-    prob = build_problem(model, family, lam, data=spec, rng=seed, **opts)
+    prob = build_family_matrices(model, family, lam, data=spec, rng=seed, **opts)
     # h at the figure's Monte-Carlo size and seed (the problem's own h uses the solver layer's default size)
     ent = schedule_from_model(model, lam, rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
     h = ent.h_floored
@@ -102,14 +87,10 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
     for name, pdf in pdfs.items():
         w = schedule_weights(pdf, lam)
         with np.errstate(all="ignore"):
-            try:
-                v = sandwich(prob.A, prob.G, prob.A_eval, w)
-            except np.linalg.LinAlgError:
-                v = float("inf")
-            try:
-                lv = l_value(prob.A, prob.A_eval, w)
-            except np.linalg.LinAlgError:
-                lv = float("inf")
+            # the one implementation of V and L; +inf where A_p is singular in float64 or where rounding
+            # leaves V without a reliable digit (the solver layer's rounding guard)
+            v = sandwich_value(prob.A, prob.G, prob.A_eval, w)
+            lv = allocation_value(prob.A, w, "L", W=prob.A_eval)
             try:
                 f = independent_learner_factor(lam, h, np.maximum(pdf, 1e-300))
             except ValueError:

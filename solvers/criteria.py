@@ -509,13 +509,14 @@ class SandwichCriterion(Criterion):
     :math:`D_A = -\operatorname{sym}(K G_p K A_\omega K)`, :math:`D_G = \tfrac12 K A_\omega K`.
     The Hessian is a centred finite difference of the analytic gradient.
 
-    **Rounding guard.**  The inverse is backward stable: the computed ``K`` is
-    :math:`(M + E)^{-1}` with :math:`\|E\|_2 \lesssim (m+1)\,\epsilon\,\|M\|_2`, so to first order
-    the computed value is off by :math:`|\langle \partial V/\partial M, E\rangle| \le \|D\|_* \|E\|_2`.
+    **Rounding guard.**  :math:`M_p` and :math:`G_p` are known to about an ulp of their norms and
+    the inverse is backward stable, so to first order the computed value is off by at most
+    :math:`u\,(\|M_p\|\,\|D_A\|_* + \|G_p\|\,\|D_G\|_*)` (``u = SANDWICH_ROUNDING_ULPS`` eps).
     Near the singular boundary this bound, not the condition number alone, says whether V has any
-    correct digit: a minimiser is drawn to points where rounding makes V small.  Such points are
-    refused (:class:`SingularMomentError`) when the bound exceeds ``SANDWICH_ROUNDING_RTOL`` times
-    the problem's scale ``value_scale`` (V at the uniform allocation; 0 switches the guard off).
+    correct digit: a minimiser is drawn to points where rounding (of :math:`G_p` along directions
+    where :math:`K` is huge) makes V small.  Such points are refused (:class:`SingularMomentError`)
+    when the bound exceeds ``SANDWICH_ROUNDING_RTOL`` times :math:`\max(V, V_{\rm uniform})`
+    (``value_scale``, V at the uniform allocation; 0 switches the guard off).
 
     Attributes
     ----------
@@ -556,7 +557,7 @@ class SandwichCriterion(Criterion):
         ------
         SingularMomentError
             Singular ``M``, a negative computed value, or a rounding-error bound above
-            ``SANDWICH_ROUNDING_RTOL * prob.value_scale``.
+            ``SANDWICH_ROUNDING_RTOL * max(V, prob.value_scale)``.
         """
         if K is None:
             K, _cf = inv_pd(M)
@@ -582,7 +583,11 @@ class SandwichCriterion(Criterion):
             # gives a cheap bound first; only where it fails are the nuclear norms computed (D_G is
             # PSD, so its nuclear norm is its trace).
             unit = SANDWICH_ROUNDING_ULPS * EPS
-            limit = SANDWICH_ROUNDING_RTOL * prob.value_scale
+            # Judged on the larger of V and the problem's scale: a large V (a poor allocation) needs
+            # digits relative to itself only; a small one, where a minimiser is drawn to rounding
+            # noise, on the problem's scale.
+            scale = max(value, prob.value_scale)
+            limit = SANDWICH_ROUNDING_RTOL * scale
             nM, nG = np.linalg.norm(M), np.linalg.norm(Gp)
             D = DA + DG if prob.G is None else DA
             if prob.G is None:
@@ -596,7 +601,7 @@ class SandwichCriterion(Criterion):
             if not err <= limit:
                 raise SingularMomentError(
                     f"sandwich value {value:.3e} carries a rounding-error bound {err:.2e} > SANDWICH_ROUNDING_RTOL * "
-                    f"V(uniform) = {SANDWICH_ROUNDING_RTOL * prob.value_scale:.2e}: the moment matrix is numerically singular"
+                    f"max(V, V(uniform)) = {limit:.2e}: the moment matrix is numerically singular"
                 )
         return value, DA, DG, K, Gp
 

@@ -84,7 +84,7 @@ class Problem:
     value_scale : float
         Sandwich only: :math:`V` at the uniform allocation, the problem's own scale.  A
         sandwich value whose rounding-error bound exceeds ``SANDWICH_ROUNDING_RTOL`` times
-        this scale is treated as numerically singular (see
+        the larger of V and this scale is treated as numerically singular (see
         :class:`~noisealloc.solvers.criteria.SandwichCriterion`).
     """
 
