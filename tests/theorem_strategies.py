@@ -53,7 +53,9 @@ def dirac_1d_duplicated(draw):
     rng = np.random.default_rng(draw(seeds))
     x = _positions(rng, K)
     j = draw(st.integers(0, K - 1))
-    x = np.concatenate([x, [x[j]]])
+    # Identical atoms are merged by DiracMixture (one point of the law), so the dropped assumption is
+    # built as a pair 1e-12 apart: resolved only near lam = 2 log(1e12) ~ 55, beyond the interval.
+    x = np.concatenate([x, [x[j] + 1e-12]])
     w = rng.uniform(0.1, 1.0, size=K + 1)
     return DiracMixture(x[:, None], w / w.sum())
 

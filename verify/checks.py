@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from noisealloc.solvers import single_blas_thread
 from noisealloc.theory.errors import as_generator
 from noisealloc.theory.tolerances import (
     EPS,
@@ -137,18 +138,6 @@ class CheckReport:
             "tolerance": self.tolerance, "message": self.message, "assumptions": list(self.assumptions),
             "data": self.data, "seconds": self.seconds, "measured": self.measured,
         })
-
-
-def _one_blas_thread():
-    """BLAS limited to one thread: these matrices are small, and oversubscription on a shared
-    machine slows SLSQP and the batched solves by an order of magnitude."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - scikit-learn brings threadpoolctl
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 class _Timer:
@@ -340,11 +329,11 @@ def check_theorem1(problem=None, *, criteria=("L", "D"), data: str = "dirac K=4 
     THEORY.md section 4 (a), Theorem 1 and its certificates.
     """
     from noisealloc.solvers import solve
-    from noisealloc.solvers.problems import random_feature_problem
+    from noisealloc.theory.information_matrices import random_feature_matrices
 
     with _Timer() as t:
         if problem is None:
-            problem = random_feature_problem(default_dirac(), np.linspace(-8.0, 8.0, 97), q=6, n_mc=4096, rng=0)
+            problem = random_feature_matrices(default_dirac(), np.linspace(-8.0, 8.0, 97), q=6, n_mc=4096, rng=0)
         A, m = problem.A, problem.m
         bound = m * (m + 1) // 2 + 1
         rows = {}
@@ -497,7 +486,7 @@ def numerical_min_allocation(a, *, p0=None):
     scale = a.sum()
     n = a.size
     x0 = np.full(n, 1.0 / n) if p0 is None else np.asarray(p0, dtype=np.float64)
-    with _one_blas_thread():
+    with single_blas_thread():
         res = minimize(lambda p: (np.sum(a / p) / scale, -a / p**2 / scale), x0, jac=True, method="SLSQP",
                        bounds=[(1e-12, 1.0)] * n,
                        constraints=[{"type": "eq", "fun": lambda p: p.sum() - 1.0, "jac": lambda p: np.ones_like(p)}],
@@ -783,7 +772,7 @@ def check_sandwich_simulation(*, N: int = 2000, n_seeds: int = 300, rng=0, model
     THEORY.md section 4 (sandwich V(p)).
     """
     from noisealloc.solvers import sandwich_value
-    from noisealloc.solvers.problems import gaussian_linear_problem, posterior_weight_problem
+    from noisealloc.theory.information_matrices import gaussian_linear_matrices, posterior_weight_matrices
 
     with _Timer() as t:
         gen = as_generator(rng)
@@ -795,10 +784,10 @@ def check_sandwich_simulation(*, N: int = 2000, n_seeds: int = 300, rng=0, model
         for fam in models:
             if fam == "linear":
                 model = default_gaussian(D=3, variances=(2.0, 0.3))
-                prob = gaussian_linear_problem(model, lam)
+                prob = gaussian_linear_matrices(model, lam)
             else:
                 model = default_dirac()
-                prob = posterior_weight_problem(model, lam)
+                prob = posterior_weight_matrices(model, lam)
             V = sandwich_value(prob.A, prob.G, prob.A_eval, p)
             sims = simulate_sandwich(prob, p, model, N=N, n_seeds=n_seeds, rng=gen)
             mean, se = float(sims.mean()), float(sims.std(ddof=1) / np.sqrt(sims.size))

@@ -38,7 +38,8 @@ import numpy as np
 
 from noisealloc.theory.errors import as_generator
 from noisealloc.theory.tolerances import MC_NSIGMA
-from noisealloc.verify.checks import CheckReport, _one_blas_thread, _Timer, default_dirac
+from noisealloc.solvers import single_blas_thread
+from noisealloc.verify.checks import CheckReport, _Timer, default_dirac
 
 __all__ = [
     "ols_excess_exact",
@@ -290,7 +291,7 @@ def simulate_ridge(q: int, n: int, gamma: float, *, spec=None, s2: float = 1.0, 
     q, n = int(q), int(n)
     out = np.empty(int(reps))
     root = np.sqrt(spec)
-    with _one_blas_thread():
+    with single_blas_thread():
         _simulate_chunks(gen, out, root, spec, q, n, gamma, s2, int(reps), chunk)
     return out
 
@@ -379,7 +380,7 @@ def numerical_finite_n_allocation(a, q: int, N: float):
     free = N - U * (q + 1)
     sc = a.sum() * q  # objective in units where it does not grow with N (keeps SLSQP's ftol meaningful)
     y0 = np.full(U, free / U)  # y = n - q - 1
-    with _one_blas_thread():
+    with single_blas_thread():
         res = minimize(lambda y: (np.sum(a * q / y) / sc, -a * q / y**2 / sc), y0 / free, jac=True, method="SLSQP",
                        bounds=[(1e-9, 1.0)] * U,
                        constraints=[{"type": "eq", "fun": lambda y: y.sum() - 1.0, "jac": lambda y: np.ones_like(y)}],

@@ -138,19 +138,15 @@ def run(tier: str = "quick", rng=0, progress: bool = True) -> list:
 
     Notes
     -----
-    BLAS is limited to one thread for the duration of the run (threadpoolctl, when
-    installed) and restored afterwards.
+    BLAS is limited to one thread for the duration of the run
+    (:func:`noisealloc.solvers.single_blas_thread`) and restored afterwards.
     """
     check_choice(tier, "tier", TIERS)
     gen = as_generator(rng)
-    try:
-        from threadpoolctl import threadpool_limits
+    from noisealloc.solvers import single_blas_thread
 
-        limiter = threadpool_limits(limits=1, user_api="blas")
-    except ImportError:  # pragma: no cover
-        limiter = None
     reports = []
-    try:
+    with single_blas_thread():
         for i, make in enumerate(_checks(tier, gen)):
             t0 = time.perf_counter()
             try:
@@ -161,9 +157,6 @@ def run(tier: str = "quick", rng=0, progress: bool = True) -> list:
                 reports.append(r)
                 if progress:
                     print(f"  {'PASS' if r.holds else 'FAIL'}  {r.name:<28} {r.seconds:7.1f} s", file=sys.stderr, flush=True)
-    finally:
-        if limiter is not None:
-            limiter.unregister() if hasattr(limiter, "unregister") else limiter.__exit__(None, None, None)
     return reports
 
 
