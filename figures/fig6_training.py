@@ -346,10 +346,12 @@ def _plot_neural(axes, neu):
         for key in neu["schedules"]:
             col, mk, lab = _STYLES[key]
             r = rows[key]
-            extra = "" if key == "sqrt-entropic" else f" ({r['ratio']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}])"
+            f = C.from_json_float  # inf / nan arrive as strings in the JSON-ready document
+            extra = ("" if key == "sqrt-entropic"
+                     else f" ({f(r['ratio']):.2f} [{f(r['lo']):.2f}, {f(r['hi']):.2f}])")
             ax.errorbar(steps[keep], np.asarray(row["mean"][key])[keep], yerr=np.asarray(row["stderr"][key])[keep],
                         color=col, marker=mk, ms=3, capsize=2, lw=1, label=lab + extra)
-        ax.axhline(row["comparison"]["target"], color="k", ls=":", lw=1)
+        ax.axhline(C.from_json_float(row["comparison"]["target"]), color="k", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         kind = "discrete" if row["discrete"] else "continuous"
