@@ -84,12 +84,20 @@ def test_same_seed_identical_file(mc_run, tmp_path):
 
 def test_digits_runs(tmp_path):
     code, out = run_cli(tmp_path, "--data", "digits", "--levels", "9", "--samples", "40", "--float32",
-                        "--block-size", "500")
+                        "--block-size", "500", "--no-importance")
     assert code == 0
     doc = json.loads(out.read_text())
     assert doc["meta"]["engine"]["n_atoms"] == 1797 and doc["meta"]["engine"]["float32_distances"] is True
     assert doc["meta"]["engine"]["block_size"] == 500
     assert np.all(np.isfinite(doc["entropy_rate"]))
+
+
+def test_digits_runs_with_the_importance_sampler(tmp_path):
+    code, out = run_cli(tmp_path, "--data", "digits", "--levels", "9", "--samples", "64")
+    assert code == 0
+    doc = json.loads(out.read_text())
+    assert doc["meta"]["importance"] is True and doc["meta"]["engine"]["n_pairs"] > 0
+    assert np.all(np.isfinite(doc["entropy_rate"])) and np.all(np.isfinite(doc["entropy_rate_stderr"]))
 
 
 def test_mnist_runs(tmp_path, mnist_dir):

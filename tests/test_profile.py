@@ -323,10 +323,14 @@ def test_profile_of_a_monte_carlo_model_is_seeded_and_matches_the_model():
     assert a.method == "monte-carlo" and a.i_mmse is None  # no finite difference of Monte-Carlo estimates
     assert a.budget.method == "trapezoid on the grid, per sample" and a.budget.holds
     assert a.budget.value == np.trapezoid(a.entropy_rate.value, lam)
-    assert a.info["block_size"] > 0 and a.info["kernel"] in ("numba", "numpy")
-    e = information_profile(m, lam, n_samples=256, rng=3, engine_options={"block_size": 7})
-    assert e.info["block_size"] == 7
-    np.testing.assert_allclose(e.mmse.value, a.mmse.value, rtol=1e-12)
+    assert a.info["estimator"].startswith("importance") and a.info["n_pairs"] > 0
+    # the plain GEMM engine's options
+    e = information_profile(m, lam, n_samples=256, rng=3, engine_options={"block_size": 7, "importance": False})
+    f = information_profile(m, lam, n_samples=256, rng=3, engine_options={"importance": False})
+    assert e.info["block_size"] == 7 and f.info["block_size"] > 0 and f.info["kernel"] in ("numba", "numpy")
+    np.testing.assert_allclose(e.mmse.value, f.mmse.value, rtol=1e-12)
+    with pytest.raises(ValueError, match="block_size"):
+        information_profile(m, lam, n_samples=256, rng=3, engine_options={"block_size": 7})
 
 
 def test_profile_bad_input():

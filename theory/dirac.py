@@ -419,7 +419,7 @@ class DiracMixture:
 
     def information(self, lam, *, method: str = "auto", n_samples=None, rng=None, rtol=QUAD_RTOL_TARGET,
                     block_size=None, float32_distances: bool = False, progress: bool = False,
-                    stratify: bool = True) -> InformationEstimates:
+                    stratify: bool = True, importance: bool = True) -> InformationEstimates:
         r"""MMSE, conditional entropy and entropy rate at the levels ``lam`` in one pass.
 
         Parameters
@@ -435,9 +435,11 @@ class DiracMixture:
             Monte-Carlo randomness (keyword-only).
         rtol : float
             Quadrature target for the conservative error estimate.
-        block_size, float32_distances, progress, stratify
+        block_size, float32_distances, progress, stratify, importance
             Options of the Monte-Carlo engine
-            (:func:`noisealloc.theory.empirical.information_samples`).
+            (:func:`noisealloc.theory.empirical.information_samples`); ``importance`` (default)
+            draws from the defensive midpoint proposal that covers the boundary layers at every
+            level (:mod:`noisealloc.theory._importance`), ``False`` plainly from the data law.
 
         Returns
         -------
@@ -453,7 +455,7 @@ class DiracMixture:
         if method == "auto":
             method = self.choose_method()
         low, high = self._limit_levels(lam)
-        if np.any(low | high):
+        if np.any(low | high) and method != "monte-carlo":  # Monte Carlo: information_samples fills them
             return self._information_with_limits(lam, low, high, method=method, n_samples=n_samples, rng=rng,
                                                  rtol=rtol, block_size=block_size,
                                                  float32_distances=float32_distances, progress=progress,
@@ -471,7 +473,7 @@ class DiracMixture:
             flat = lam.reshape(-1)
             smp = self.information_samples(flat, n_samples=n_samples, rng=rng, block_size=block_size,
                                            float32_distances=float32_distances, progress=progress,
-                                           stratify=stratify)
+                                           stratify=stratify, importance=importance)
             est = self.information_from_samples(smp)
             mmse, ent = (Estimate(np.asarray(e.value).reshape(lam.shape), np.asarray(e.stderr).reshape(lam.shape),
                                   e.method, e.error_check, e.n_samples, dict(e.info))
@@ -563,7 +565,8 @@ class DiracMixture:
                                     conditional_entropy=pack(ent, h_se, ests["ent"]))
 
     def information_samples(self, lam, *, n_samples=None, rng=None, block_size=None,
-                            float32_distances: bool = False, progress: bool = False, stratify: bool = True):
+                            float32_distances: bool = False, progress: bool = False, stratify: bool = True,
+                            importance: bool = True):
         r"""Per-sample posterior entropy and MMSE at every level, from one set of common random numbers.
 
         Parameters
@@ -574,8 +577,9 @@ class DiracMixture:
             Number of draws (default 4096).
         rng : Generator, int or None
             Randomness; an integer seed is recorded in ``info``.
-        block_size, float32_distances, progress, stratify
-            Engine options (:func:`noisealloc.theory.empirical.information_samples`).
+        block_size, float32_distances, progress, stratify, importance
+            Engine options (:func:`noisealloc.theory.empirical.information_samples`); importance
+            sampling (default) covers the boundary layers at high SNR.
 
         Returns
         -------
@@ -583,11 +587,27 @@ class DiracMixture:
             ``entropy`` and ``mmse`` of shape ``(L, n)``; their means are :math:`H(\lambda)` and
             :math:`\mathrm{mmse}(\lambda)`, ``mean_stderr`` gives stratified standard errors.
         """
-        from noisealloc.theory.empirical import information_samples
+        from noisealloc.theory.empirical import InformationSamples, information_samples
 
         n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
-        return information_samples(self.atoms, self.weights, lam, n_samples=n, rng=rng, block_size=block_size,
-                                   float32_distances=float32_distances, progress=progress, stratify=stratify)
+        flat = np.asarray(lam, dtype=np.float64).reshape(-1)
+        low, high = self._limit_levels(flat)
+        mid = ~(low | high)
+        # The engine runs on the levels between the limits only (so they also shape the proposal);
+        # the limit levels get per-sample values equal to their exact limits (mean exact, stderr 0).
+        smp = information_samples(self.atoms, self.weights, flat[mid] if np.any(mid) else np.zeros(1), n_samples=n,
+                                  rng=rng, block_size=block_size, float32_distances=float32_distances,
+                                  progress=progress, stratify=stratify, importance=importance)
+        if np.all(mid):
+            return smp
+        n_draws = smp.mmse.shape[1]
+        ent = np.zeros((flat.size, n_draws))
+        mm = np.zeros((flat.size, n_draws))
+        ent[low], mm[low] = self.entropy, self.total_variance
+        if np.any(mid):
+            ent[mid], mm[mid] = smp.entropy, smp.mmse
+        info = dict(smp.info, limit_levels={"low_snr": int(low.sum()), "underflow": int(high.sum())})
+        return InformationSamples(flat, ent, mm, smp.draws, info)
 
     def information_from_samples(self, samples) -> InformationEstimates:
         r"""The Monte-Carlo estimates of :meth:`information` from :meth:`information_samples`' output.

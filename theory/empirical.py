@@ -512,8 +512,9 @@ def information_samples(
     progress: bool = False,
     stratify: bool = True,
     kernel: str = "auto",
+    importance: bool = False,
 ) -> InformationSamples:
-    """Per-sample posterior entropy and trace-identity MMSE at every level (common random numbers).
+    r"""Per-sample posterior entropy and trace-identity MMSE at every level (common random numbers).
 
     Parameters
     ----------
@@ -521,6 +522,12 @@ def information_samples(
         As :func:`monte_carlo_information`.
     kernel : {'auto', 'numba', 'numpy'}
         ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` (the reference implementation).
+    importance : bool
+        Draw from the defensive nearest-neighbour-midpoint proposal of
+        :mod:`noisealloc.theory._importance` (per-sample values carry the weight
+        :math:`\omega = p/q \le 2`; i.i.d. draws, one stratum; ``block_size``, ``float32_distances``
+        and ``stratify`` do not apply) instead of plain draws from the data law.  Needed at high
+        SNR, where plain draws miss the boundary layers (THEORY.md section 3.1).
 
     Returns
     -------
@@ -543,6 +550,11 @@ def information_samples(
         raise ValueError("lam must hold at least one level")
     if kernel not in ("auto", "numba", "numpy"):
         raise ValueError(f"kernel must be one of 'auto', 'numba', 'numpy'; got {kernel!r}")
+    if importance:
+        if block_size is not None or float32_distances:
+            raise ValueError(f"block_size and float32_distances are options of the plain engine (importance=False); "
+                             f"got block_size={block_size!r}, float32_distances={float32_distances!r} with importance=True")
+        return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng)
     draws = draw_common_random_numbers(w, n_samples, mu.shape[1], rng=rng, stratify=stratify)
     n = len(draws.atom_index)
 
@@ -646,6 +658,30 @@ def information_samples(
         "seconds_cpu_levels": c_pass,
     }
     return InformationSamples(lam_arr, entropy, mmse, draws, info)
+
+
+def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> InformationSamples:
+    import time
+
+    from noisealloc.theory._importance import importance_samples
+
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
+        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two samples); got {n_samples!r}")
+    seed = None
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+        rng = seed
+    elif isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        seed = int(rng)
+    keep = np.flatnonzero(w > 0)
+    t0 = time.perf_counter()
+    ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=int(n_samples),
+                                                 gen=as_generator(rng))
+    n = int(n_samples)
+    draws = CommonRandomNumbers(keep[k].astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
+    info.update({"seed": seed, "kernel": "numpy", "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
+                 "stratified": False, "seconds": time.perf_counter() - t0})
+    return InformationSamples(lam_arr, ent, mmse, draws, info)
 
 
 def estimates_from_samples(samples: InformationSamples, shape=None) -> InformationEstimates:

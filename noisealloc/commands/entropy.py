@@ -46,6 +46,9 @@ def add_arguments(parser) -> None:
                         help="coordinate of the entropy rate: lambda, sigma, log-sigma, t-linear, t-cosine, t-edm, t-rf")
     parser.add_argument("--block-size", type=int, default=None, metavar="B", help="atoms per block (memory bound)")
     parser.add_argument("--float32", action="store_true", help="float32 distance GEMM (float64 accumulation)")
+    parser.add_argument("--no-importance", action="store_true",
+                        help="Monte Carlo: plain draws from the data law (the GEMM engine; --block-size, --float32) "
+                             "instead of the importance sampler that covers the high-SNR boundary layers")
     parser.add_argument("--out", required=True, metavar="FILE.json", help="output JSON (written atomically)")
     parser.add_argument("--plot", default=None, metavar="FILE.png", help="plot h(lam) with a 2-SE band and H(lam)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -73,6 +76,8 @@ def _check_args(args) -> None:
                  f"--levels {args.levels} --samples {args.samples}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0; got {args.seed}")
+    if (args.block_size is not None or args.float32) and not args.no_importance:
+        raise ValueError("--block-size and --float32 are options of the plain engine: add --no-importance")
     if args.block_size is not None and args.block_size < 1:
         raise ValueError(f"--block-size must be a positive integer; got {args.block_size}")
     get_coordinate(args.coordinate)  # raises ValueError naming the allowed coordinates
@@ -134,13 +139,17 @@ def compute(args) -> dict:
     model = load_data(args.data)
     lam = np.linspace(args.lam_min, args.lam_max, args.levels)
     coord = get_coordinate(args.coordinate)
-    engine = ({"block_size": args.block_size, "float32_distances": bool(args.float32), "progress": not args.quiet}
-              if model.monte_carlo else None)
+    engine = None
+    if model.monte_carlo:
+        engine = {"importance": True, "progress": not args.quiet}
+        if args.no_importance:
+            engine.update(importance=False, block_size=args.block_size, float32_distances=bool(args.float32))
     prof = information_profile(model, lam, n_samples=args.samples, rng=args.seed, engine_options=engine)
     doc = {"lam": lam.tolist(), "coordinate": coord.name}
     meta = {"data": args.data, "seed": args.seed, "version": __version__, "levels": args.levels,
             "lam_min": args.lam_min, "lam_max": args.lam_max, "samples": args.samples,
             "block_size": args.block_size, "float32": bool(args.float32), "model": repr(model),
+            "importance": not args.no_importance,
             "convention": "x = x0 + sigma*eps, sigma = exp(-lam/2); entropies in nats"}
     if getattr(model, "n_merged", 0):
         meta["merged_duplicate_atoms"] = int(model.n_merged)
