@@ -89,9 +89,11 @@ def load_table(source, *, name: str | None = None) -> ScheduleTable:
 
     Parameters
     ----------
-    source : str, path-like or mapping
+    source : str, path-like, mapping or TabulatedSchedule
         A file written by ``noisealloc schedule --out`` / ``noisealloc schedules --out`` or
-        :mod:`noisealloc.theory.schedule_io`, or a mapping with ``knots``, ``pdf`` and ``cdf``.
+        :mod:`noisealloc.theory.schedule_io`, a mapping with ``knots``, ``pdf`` and ``cdf``, or a
+        :class:`~noisealloc.theory.schedules.TabulatedSchedule` (e.g. the online estimator's
+        ``schedule()``).
     name : str, optional
         Which schedule of a collection file (``noisealloc.schedules``) to read; required there.
 
@@ -107,6 +109,9 @@ def load_table(source, *, name: str | None = None) -> ScheduleTable:
     ('lambda', [0.0, 0.5, 1.0])
     """
     where = "schedule table"
+    if hasattr(source, "cdf_values") and hasattr(source, "pdf_values"):  # a TabulatedSchedule
+        x, f, c = _check_arrays(source.knots, source.pdf_values, source.cdf_values, where)
+        return ScheduleTable(x, f, c, coordinate=str(source.coordinate.name), name=str(source.name))
     if isinstance(source, (str, Path)):
         path = Path(source)
         where = str(path)
@@ -239,13 +244,19 @@ class JaxSampler:
     """
 
     def __init__(self, source):
+        import jax
         import jax.numpy as jnp
 
         self.table = _as_table(source)
         self.knots, self.pdf, self.cdf = (jnp.asarray(a) for a in (self.table.knots, self.table.pdf, self.table.cdf))
+        self._jitted = jax.jit(self.draw, static_argnums=1)
 
     def __call__(self, key, n: int):
-        """``n`` draws for the PRNG ``key``, shape ``(n,)``; ``n`` must be static under ``jax.jit``."""
+        """``n`` draws for the PRNG ``key``, shape ``(n,)`` (compiled once per ``n``)."""
+        return self._jitted(key, int(n))
+
+    def draw(self, key, n: int):
+        """The traceable body of :meth:`__call__`, to call inside the user's own ``jax.jit`` (``n`` static)."""
         import jax
         import jax.numpy as jnp
 

@@ -138,3 +138,22 @@ def test_jax_sampler_stays_in_the_support(table, seed):
     assert u.dtype == np.float64 and np.all(np.isfinite(u)) and np.all((u >= x[0]) & (u <= x[-1]))
     j = np.clip(np.searchsorted(x, u, side="right") - 1, 0, x.size - 2)
     assert not np.any((f[j] == 0) & (f[j + 1] == 0) & (u > x[j]) & (u < x[j + 1]))
+
+
+def test_docstring_examples_of_the_samplers_module():
+    import doctest
+
+    res = doctest.testmod(samplers, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert res.attempted >= 3 and res.failed == 0
+
+
+def test_load_table_accepts_a_tabulated_schedule_and_a_collection(tmp_path):
+    from noisealloc.theory.schedule_io import save_schedules_json
+
+    a = TabulatedSchedule([0.0, 1.0, 2.0], [1.0, 2.0, 1.0], name="a")
+    t = samplers.load_table(a)
+    np.testing.assert_array_equal(t.cdf, a.cdf_values)
+    path = save_schedules_json({"a": a, "b": TabulatedSchedule([0.0, 1.0], [1.0, 1.0], name="b")}, tmp_path / "c.json")
+    assert samplers.load_table(path, name="b").name == "b"
+    with pytest.raises(ValueError, match="holds several schedules"):
+        samplers.load_table(path)
