@@ -36,7 +36,19 @@ from noisealloc.solvers.problem import (
 )
 from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
 from noisealloc.theory.errors import ConvergenceWarning, as_generator, check_choice
-from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
+from noisealloc.solvers.sandwich_global import (
+    dirichlet_starts,
+    exhaustive_one_parameter,
+    proportional_factor,
+    support_starts,
+)
+from noisealloc.theory.tolerances import (
+    FW_GAP_RTOL,
+    KKT_RTOL,
+    SANDWICH_RANDOM_STARTS,
+    SANDWICH_SUPPORT_STARTS,
+    SANDWICH_SAME_VALUE_RTOL,
+)
 
 __all__ = ["METHODS", "solve", "certify"]
 
@@ -68,6 +80,8 @@ def solve(
     max_iter: int | None = None,
     p0=None,
     rng=None,
+    starts=None,
+    n_random_starts: int | None = None,
 ) -> SolveResult:
     r"""Optimal allocation on a candidate grid, with a certificate.
 
@@ -107,7 +121,15 @@ def solve(
     p0 : array_like, shape (n,), optional
         Starting allocation (default uniform).
     rng : numpy.random.Generator or int or None
-        Randomness of 'rex' only.
+        Randomness of 'rex' and of the sandwich multi-start's Dirichlet starts (for the
+        multi-start ``None`` means seed 0, so a result is reproducible by default).
+    starts : sequence of array_like, shape (n,), optional
+        Sandwich only: extra starting allocations of the multi-start (e.g. the square-root
+        entropic density on the grid).
+    n_random_starts : int, optional
+        Sandwich only: random Dirichlet starts of the multi-start (default
+        ``SANDWICH_RANDOM_STARTS`` = 4; 0 keeps the uniform (or ``p0``) start, the surrogate's
+        optimum and ``starts``).  Not used where a global proof exists (below).
 
     Returns
     -------
@@ -115,6 +137,13 @@ def solve(
         ``status`` is a key of ``STATUS_MESSAGES``; ``success`` (``status == 0``) only when the
         certificate's gap and equivalence check hold at ``tol`` (its atom count may exceed
         Theorem 1's bound at tied optima: :func:`~noisealloc.solvers.reduce_support`).
+        ``optimality`` is ``'global'`` for convex criteria and for sandwiches with a global proof
+        (``G = sA``, where V is convex; one parameter, where single levels and pairs are searched
+        exhaustively in closed form), else ``'local (KKT)'`` after a multi-start from the uniform
+        (or ``p0``) allocation, the convex surrogate's optimum, ``starts``, ``n_random_starts``
+        Dirichlet draws and the ``SANDWICH_SUPPORT_STARTS`` best supports of ``m`` levels
+        (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the best KKT point kept (``n_starts`` and ``start_values`` report the
+        starts and the spread of their values); the message says which.
 
     Raises
     ------
@@ -134,7 +163,7 @@ def solve(
 
     References
     ----------
-    THEORY.md section 4 (a): criteria to support, certificates.
+    THEORY.md section 4 (a): criteria to support, certificates (global versus local sandwich optima).
 
     Examples
     --------
@@ -149,10 +178,11 @@ def solve(
     """
     prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
     with single_blas_thread():
-        return _solve(prob, method=method, polish=polish, tol=tol, max_iter=max_iter, p0=p0, rng=rng)
+        return _solve(prob, method=method, polish=polish, tol=tol, max_iter=max_iter, p0=p0, rng=rng,
+                      starts=starts, n_random_starts=n_random_starts)
 
 
-def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveResult:
+def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None, n_random_starts=None) -> SolveResult:
     check_choice(method, "method", METHODS)
     if method == "auto":
         method = "multiplicative" if prob.convex else "frank-wolfe"
@@ -183,6 +213,55 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveRes
         seed_state = gen.bit_generator.state
 
     counters = new_counters()
+
+    def run_from(p):
+        return _run_from(prob, p, method=method, polish=polish, tol=tol, max_iter=max_iter, gen=gen,
+                         counters=counters)
+
+    p, status, cert = run_from(p)
+    optimality, proof = "global", "convex criterion"
+    n_starts, start_values, ms_state = 1, None, None
+    if prob.criterion == "sandwich":
+        p, status, cert, optimality, proof, n_starts, start_values, ms_state = _sandwich_global(
+            prob, p, status, cert, run_from=run_from, starts=starts, n_random_starts=n_random_starts, rng=rng)
+    elif starts is not None or n_random_starts is not None:
+        raise ValueError(f"starts and n_random_starts are for the non-convex sandwich only; criterion "
+                         f"{prob.criterion!r} is convex (one start finds the global optimum)")
+    support = np.flatnonzero(p > 0)
+    label = method + ("+polish" if polish else "")
+    message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
+    if prob.criterion == "sandwich":
+        message += f"; optimality: {optimality} ({proof})"
+    if status != 0:
+        warnings.warn(f"{label}: {message}", ConvergenceWarning, stacklevel=3)
+    return SolveResult(
+        weights=p,
+        support=support,
+        lam=None if prob.grid is None else prob.grid[support],
+        value=cert.value,
+        gap=cert.gap,
+        rel_gap=cert.rel_gap,
+        success=status == 0,
+        status=status,
+        message=message,
+        nit=counters["nit"],
+        njev=counters["njev"],
+        nfev=counters["nfev"],
+        method=label,
+        criterion=prob.criterion,
+        tol=tol,
+        max_iter=int(max_iter),
+        regularization=prob.regularization,
+        certificate=cert,
+        seed_state=seed_state if ms_state is None else ms_state,
+        optimality=optimality,
+        n_starts=n_starts,
+        start_values=start_values,
+    )
+
+
+def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, gen, counters):
+    """Main algorithm, polish and certificate from one start; the status the certificate decides."""
     mus = [0.0]
     if prob.criterion == "E":
         ev0 = evaluate(prob, p)
@@ -229,32 +308,80 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng) -> SolveRes
         status = 3
     elif status == 0:
         status = 2
-    support = np.flatnonzero(p > 0)
-    label = method + ("+polish" if polish else "")
-    message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
-    if status != 0:
-        warnings.warn(f"{label}: {message}", ConvergenceWarning, stacklevel=3)
-    return SolveResult(
-        weights=p,
-        support=support,
-        lam=None if prob.grid is None else prob.grid[support],
-        value=cert.value,
-        gap=cert.gap,
-        rel_gap=cert.rel_gap,
-        success=status == 0,
-        status=status,
-        message=message,
-        nit=counters["nit"],
-        njev=counters["njev"],
-        nfev=counters["nfev"],
-        method=label,
-        criterion=prob.criterion,
-        tol=tol,
-        max_iter=int(max_iter),
-        regularization=prob.regularization,
-        certificate=cert,
-        seed_state=seed_state,
-    )
+    return p, status, cert
+
+
+def _better(a, b, value_scale: float) -> bool:
+    """Run ``a = (p, status, cert)`` beats ``b``: certified first, then a lower value by more than
+    ``SANDWICH_SAME_VALUE_RTOL`` of ``max(V_b, V(uniform))`` (ties keep the earlier start: values that
+    differ by rounding, e.g. V ~ 1e-317 of a problem whose V vanishes, are the same optimum)."""
+    ok_a, ok_b = a[1] == 0, b[1] == 0
+    if ok_a != ok_b:
+        return ok_a
+    return a[2].value < b[2].value - SANDWICH_SAME_VALUE_RTOL * max(abs(b[2].value), value_scale)
+
+
+def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_random_starts, rng):
+    r"""Global proof where one is affordable, else a multi-start keeping the best KKT point.
+
+    Returns ``(p, status, cert, optimality, proof, n_starts, start_values, seed_state)``
+    (see :func:`solve`, Returns).
+    """
+    s = proportional_factor(prob)
+    if s is not None:
+        return p, status, cert, "global", f"G = sA with s = {s:.6g}: V is convex", 1, None, None
+    if prob.m == 1:
+        v_glob, w_glob = exhaustive_one_parameter(prob)
+        if not cert.value <= v_glob * (1.0 + SANDWICH_SAME_VALUE_RTOL):
+            # The exact minimiser is itself the answer; the local run only stopped elsewhere.
+            c_glob = _certify(prob, w_glob, rtol=cert.rtol, surrogate=cert.surrogate_value)
+            p, cert = w_glob, c_glob
+            status = 0 if c_glob.optimality_ok else 3 if c_glob.rel_gap <= c_glob.rtol else 2
+        ok = cert.value <= v_glob * (1.0 + SANDWICH_SAME_VALUE_RTOL)
+        return (p, status, cert, "global" if ok else "local (KKT)",
+                f"m = 1: exhaustive search over single levels and pairs, global minimum {v_glob:.8g}",
+                1, None, None)
+    if n_random_starts is None:
+        n_random_starts = SANDWICH_RANDOM_STARTS
+    if not isinstance(n_random_starts, (int, np.integer)) or n_random_starts < 0:
+        raise ValueError(f"n_random_starts must be a non-negative integer; got {n_random_starts!r}")
+    gen = as_generator(0 if rng is None else rng)
+    seed_state = gen.bit_generator.state
+    begin = []
+    if starts is not None:
+        for k, q in enumerate(starts):
+            q = check_weights(q, prob.n, name=f"starts[{k}]", exact_sum=False)
+            if not np.isfinite(criterion_value(prob, q)):
+                raise ValueError(f"starts[{k}] has a singular information matrix; give allocations with M(p) "
+                                 "positive definite")
+            begin.append(q)
+    n_given = len(begin)
+    # The convex surrogate tr(A_w A_p^-1)'s optimum: exact where G = sA, a start near it otherwise.
+    surrogate = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
+    begin.append(surrogate.weights)
+    begin.extend(dirichlet_starts(prob.n, int(n_random_starts), gen))
+    # Dense starts funnel into one basin: also start on the best small supports.
+    n_support = len(begin)
+    begin.extend(support_starts(prob, SANDWICH_SUPPORT_STARTS))
+    n_support = len(begin) - n_support
+    best = (p, status, cert)
+    values = [cert.value]
+    for q in begin:
+        try:
+            run = run_from(q)
+        except SingularMomentError:  # a start whose descent ends on the singular boundary
+            values.append(np.nan)
+            continue
+        values.append(run[2].value)
+        if _better(run, best, prob.value_scale):
+            best = run
+    values = np.asarray(values)
+    v_best = best[2].value
+    n_best = int(np.sum(np.abs(values - v_best) <= SANDWICH_SAME_VALUE_RTOL * max(abs(v_best), prob.value_scale)))
+    proof = (f"best of {values.size} starts (uniform or p0, surrogate optimum, {n_given} given, "
+             f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
+             f"{n_best} at the best")
+    return best[0], best[1], best[2], "local (KKT)", proof, int(values.size), values, seed_state
 
 
 def _restore_equality(prob: Problem, p: np.ndarray, cert: Certificate, tol: float, counters: dict):

@@ -237,8 +237,17 @@ class SolveResult:
     regularization : float
         Ridge :math:`\delta` added to :math:`M_p` (0 if none).
     seed_state : object
-        ``rng.bit_generator.state`` at entry when randomness was used (REX), else None.
+        ``rng.bit_generator.state`` at entry when randomness was used (REX, the sandwich
+        multi-start), else None.
     certificate : Certificate
+    optimality : {'global', 'local (KKT)'}
+        ``'global'`` for convex criteria and for sandwiches with a global proof (THEORY.md section 4
+        (a)); ``'local (KKT)'`` for a sandwich KKT point after a multi-start.
+    n_starts : int
+        Starts of the sandwich multi-start (1 otherwise).
+    start_values : ndarray or None
+        Value reached from each start (NaN where a start ended at a singular allocation); None
+        without a multi-start.
     """
 
     weights: np.ndarray
@@ -260,6 +269,9 @@ class SolveResult:
     regularization: float
     certificate: Certificate
     seed_state: object = None
+    optimality: str = "global"
+    n_starts: int = 1
+    start_values: Optional[np.ndarray] = None
 
     x = property(lambda self: self.weights, doc="Alias of ``weights`` (SciPy's name).")
     fun = property(lambda self: self.value, doc="Alias of ``value`` (SciPy's name).")

@@ -112,3 +112,19 @@ E_CLUSTER_RTOL = 1e-4
 
 #: Every named tolerance (the upper-case names above).
 __all__ = sorted(name for name in dict(globals()) if name.isupper())
+
+#: Relative Frobenius distance ``||G - s A|| / ||G||`` (``s`` the least-squares factor) below which a
+#: sandwich's ``G`` counts as proportional to ``A`` (then V is convex and a KKT point is global).
+#: 64 eps: ``G`` assembled as ``s * A`` in floating point differs from it by a few ulps per entry.
+SANDWICH_PROPORTIONAL_RTOL = 64 * 2.220446049250313e-16
+
+#: Random Dirichlet starts of the sandwich multi-start (besides the uniform start, the convex
+#: surrogate's optimum and any starts given), when no global proof is available.
+SANDWICH_RANDOM_STARTS = 4
+
+#: Two local optima of the sandwich multi-start are the same value within this relative distance
+#: (the KKT tolerance ``KKT_RTOL`` bounds each one's first-order error).
+SANDWICH_SAME_VALUE_RTOL = 1e-6
+
+#: Starts of the sandwich multi-start on the best supports of m levels (enumerated where affordable).
+SANDWICH_SUPPORT_STARTS = 4

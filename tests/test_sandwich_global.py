@@ -1,0 +1,188 @@
+"""Global versus local sandwich optima (issue 15 item 1; THEORY.md section 4 (a)).
+
+Every sandwich result says ``optimality = 'global'`` (V convex where G = sA; one parameter, exhaustive
+search in closed form) or ``'local (KKT)'`` after a multi-start whose starts and values it reports.
+The oracles here are independent of the library's: a dense search over single levels and pairs with a
+bounded scalar minimiser, and, for two parameters, SLSQP from several starts on every support of up to
+Theorem 1's LP bound m(m+1)/2 + 1 = 4 levels (for fixed A_p, V is linear in p).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from scipy import optimize
+
+from noisealloc.solvers import make_problem, sandwich_value, solve
+from noisealloc.solvers.sandwich_global import exhaustive_one_parameter, proportional_factor
+from noisealloc.theory.tolerances import KKT_RTOL, SANDWICH_SAME_VALUE_RTOL
+
+sys.path.insert(0, str(Path(__file__).parent))
+from strategies import examples  # noqa: E402
+
+LAM = np.linspace(-4.0, 4.0, 41)
+
+
+def issue_instance():
+    """Issue 15's instance rebuilt from its description: 2 parameters, 41 levels on [-4, 4],
+    heteroscedastic G = s^2(lam) A + a rank-one term.  The issue's exact s^2 and rank-one term are not
+    given; these (found by a search for a uniform start that ends at a non-global KKT point) show the
+    same defect: the uniform start ends at V = 1.1855426 on {-1.4, 2.8}, the global optimum over
+    pairs is 1.1657640 on {-1.2, 3.2}."""
+    a, b, c, d = 0.5278708853201801, -0.3875480542114831, -0.8896342779715511, 0.39347001066277426
+    sig = 1.0 / (1.0 + np.exp(-LAM))
+    amp = 2.0 * np.sqrt(sig * (1.0 - sig))
+    f = np.stack([amp, amp * np.tanh(a * (LAM - b))], 1)
+    A = f[:, :, None] * f[:, None, :]
+    s2 = np.exp(c * LAM) / (1.0 + np.exp(c * LAM))
+    r = np.stack([np.ones_like(LAM), np.zeros_like(LAM)], 1) * (d * np.exp(-0.5 * (LAM - 1.0) ** 2))[:, None]
+    G = s2[:, None, None] * A + r[:, :, None] * r[:, None, :]
+    return A, G, np.eye(2)
+
+
+def pairs_oracle(A, G, Aw):
+    """min V over single levels and pairs: dense t-grid, then a bounded scalar minimiser."""
+    n = len(A)
+    best = np.inf
+    for i, j in itertools.combinations(range(n), 2):
+        def V(t, i=i, j=j):
+            w = np.zeros(n)
+            w[i], w[j] = t, 1.0 - t
+            try:
+                return sandwich_value(A, G, Aw, w)
+            except np.linalg.LinAlgError:
+                return np.inf
+        ts = np.linspace(0.0, 1.0, 101)
+        vs = [V(t) for t in ts]
+        k = int(np.argmin(vs))
+        res = optimize.minimize_scalar(V, bounds=(ts[max(k - 1, 0)], ts[min(k + 1, 100)]), method="bounded",
+                                       options={"xatol": 1e-12})
+        best = min(best, vs[k], res.fun)
+    return best
+
+
+def test_issue_instance_finds_the_global_optimum_and_says_local():
+    A, G, Aw = issue_instance()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = solve(A, "sandwich", G=G, A_eval=Aw, grid=LAM)
+        uniform_only = solve(A, "sandwich", G=G, A_eval=Aw, grid=LAM, n_random_starts=0)
+    oracle = pairs_oracle(A, G, Aw)
+    assert oracle == pytest.approx(1.1657640342, rel=1e-9)
+    np.testing.assert_allclose(res.value, oracle, rtol=KKT_RTOL)
+    np.testing.assert_allclose(res.lam, [-1.2, 3.2])
+    assert res.success and res.optimality == "local (KKT)"
+    assert "optimality: local (KKT)" in res.message and "starts" in res.message
+    # The uniform start alone ends at the local optimum 1.7 % above: the spread is reported.
+    assert res.start_values[0] == pytest.approx(1.1855426081640, rel=1e-9)
+    assert res.n_starts == res.start_values.size >= 6
+    assert np.nanmax(res.start_values) > 1.01 * np.nanmin(res.start_values)
+    assert uniform_only.value == pytest.approx(res.value, rel=KKT_RTOL)  # support starts alone find it
+
+
+def test_proportional_G_is_labelled_global():
+    A, _, Aw = issue_instance()
+    res = solve(A, "sandwich", G=0.3 * A, A_eval=Aw, grid=LAM)
+    assert res.optimality == "global" and res.n_starts == 1 and res.start_values is None
+    assert "optimality: global (G = sA" in res.message
+    assert proportional_factor(make_problem(A, "sandwich", G=0.3 * A, A_eval=Aw)) == pytest.approx(0.3, rel=1e-15)
+    _, G, _ = issue_instance()
+    assert proportional_factor(make_problem(A, "sandwich", G=G, A_eval=Aw)) is None
+
+
+def test_convex_criteria_say_global_and_refuse_multistart_options():
+    A, _, _ = issue_instance()
+    res = solve(A, "A")
+    assert res.optimality == "global" and "optimality" not in res.message
+    with pytest.raises(ValueError, match="starts and n_random_starts are for the non-convex sandwich"):
+        solve(A, "A", n_random_starts=3)
+
+
+def test_bad_multistart_options_are_refused():
+    A, G, Aw = issue_instance()
+    with pytest.raises(ValueError, match="n_random_starts must be a non-negative integer; got -1"):
+        solve(A, "sandwich", G=G, A_eval=Aw, n_random_starts=-1)
+    with pytest.raises(ValueError, match=r"starts\[0\]"):
+        solve(A, "sandwich", G=G, A_eval=Aw, starts=[np.full(40, 1 / 40)])
+
+
+def test_same_seed_same_result():
+    A, G, Aw = issue_instance()
+    r1 = solve(A, "sandwich", G=G, A_eval=Aw, rng=5)
+    r2 = solve(A, "sandwich", G=G, A_eval=Aw, rng=5)
+    np.testing.assert_array_equal(r1.weights, r2.weights)
+    np.testing.assert_array_equal(r1.start_values, r2.start_values)
+
+
+@st.composite
+def one_parameter_problems(draw):
+    n = draw(st.integers(2, 9))
+    a = np.array(draw(st.lists(st.floats(0.05, 5.0), min_size=n, max_size=n)))
+    s = np.array(draw(st.lists(st.floats(0.01, 10.0), min_size=n, max_size=n)))
+    return a[:, None, None], (s * a)[:, None, None]
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(one_parameter_problems())
+def test_one_parameter_solve_is_the_exhaustive_global_minimum(prob):
+    A, G = prob
+    oracle = pairs_oracle(A, G, np.eye(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve(A, "sandwich", G=G, A_eval=np.eye(1))
+    v, _ = exhaustive_one_parameter(make_problem(A, "sandwich", G=G, A_eval=np.eye(1)))
+    np.testing.assert_allclose(v, oracle, rtol=1e-9)
+    assert res.optimality == "global"
+    assert res.value <= oracle * (1 + SANDWICH_SAME_VALUE_RTOL)
+
+
+def supports_oracle(A, G, Aw, rng):
+    """min V over supports of up to 4 levels, SLSQP from 3 starts each (m = 2)."""
+    n = len(A)
+    best = np.inf
+    for k in (2, 3, 4):
+        for S in itertools.combinations(range(n), k):
+            def V(w, S=S):
+                p = np.zeros(n)
+                p[list(S)] = np.clip(w, 0, None) / max(np.clip(w, 0, None).sum(), 1e-300)
+                try:
+                    return sandwich_value(A, G, Aw, p)
+                except np.linalg.LinAlgError:
+                    return 1e300
+            for w0 in [np.full(k, 1 / k)] + list(rng.dirichlet(np.ones(k), 2)):
+                r = optimize.minimize(V, w0, method="SLSQP", bounds=[(0, 1)] * k,
+                                      constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+                                      options={"ftol": 1e-14, "maxiter": 200})
+                best = min(best, V(r.x))
+    return best
+
+
+@st.composite
+def two_parameter_problems(draw):
+    n = draw(st.integers(4, 6))
+    seed = draw(st.integers(0, 2**31 - 1))
+    rng = np.random.default_rng(seed)
+    F = rng.normal(size=(n, 2))
+    A = F[:, :, None] * F[:, None, :]
+    s2 = rng.uniform(0.1, 3.0, n)
+    R = rng.normal(size=(n, 2)) * rng.uniform(0, 1, (n, 1))
+    G = s2[:, None, None] * A + R[:, :, None] * R[:, None, :]
+    return A, G, np.eye(2), seed
+
+
+@settings(max_examples=examples(6), deadline=None)
+@given(two_parameter_problems())
+def test_two_parameter_solve_matches_exhaustive_support_search(prob):
+    A, G, Aw, seed = prob
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve(A, "sandwich", G=G, A_eval=Aw)
+    oracle = supports_oracle(A, G, Aw, np.random.default_rng(seed))
+    assert res.optimality == "local (KKT)"
+    assert res.value <= oracle * (1 + SANDWICH_SAME_VALUE_RTOL), (res.value, oracle)
