@@ -771,6 +771,8 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
     import contextlib
 
     out = Path(out_dir)
+    if scheduler and client is None:  # before anything is created in out_dir
+        _check_scheduler(scheduler)
     _check_identity(spec, out) if out.is_dir() else None
     version = code_version(spec.kind)
     cells = expand_grid(spec)
