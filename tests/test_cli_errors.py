@@ -122,3 +122,84 @@ def test_path_checkers_accept_good_paths(tmp_path):
     cli.check_input_path(f, "--from-losses")
     with pytest.raises(ValueError, match="file not found"):
         cli.check_input_path(tmp_path / "nope.csv", "--from-losses")
+
+
+# ----------------------------------------------------------------------------- issue 16, listed cases (h7)
+# Sweeps, size limits and the fuzz have their own files (tests/test_sweep.py, tests/test_size_limits.py,
+# tests/test_fuzz_cli.py); the cases of the issue's lists not covered above are collected here.
+def _toml_file(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_sweep_toml_cannot_run_code(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = _toml_file(tmp_path / "rce.toml", '[sweep]\nname = "x"\nkind = "subprocess:run"\n[fixed]\n'
+                   f'args = "touch {tmp_path}/PWNED"\nshell = true\n')
+    assert main(["sweep", f]) == 2
+    _one_line_error(capsys, "noisealloc sweep: error:", "never a function", "'subprocess:run'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rce.toml"]
+
+
+def test_sweep_name_cannot_leave_the_folder(tmp_path, capsys, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    f = _toml_file(work / "t.toml", '[sweep]\nname = "/../../../../elsewhere/x"\nkind = "demo"\n[grid]\na = [1.0]\n')
+    assert main(["sweep", f]) == 2
+    _one_line_error(capsys, "one path component")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and [p.name for p in work.iterdir()] == ["t.toml"]
+
+
+def test_sweep_out_that_is_a_file(tmp_path, capsys):
+    f = _toml_file(tmp_path / "t.toml", '[sweep]\nname = "x"\nkind = "demo"\n[grid]\na = [1.0]\n')
+    (tmp_path / "afile").write_text("x")
+    assert main(["sweep", f, "--out", str(tmp_path / "afile")]) == 2
+    _one_line_error(capsys, "exists and is not a folder")
+
+
+@pytest.mark.parametrize("body, needle", [
+    ('[sweep]\nname = "x"\nkind = "nosuch.module:fn"\n', "kind must be one of"),
+    ('[sweep]\nname = "x"\nkind = "demo"\nworkers = 3\n[grid]\na = [1.0]\n', "unknown keys ['workers'] in [sweep]"),
+    ('[sweep]\nname = "x"\nkind = "demo"\n[grid]\na = [1.0]\nzz = [1]\n', "unknown keys ['zz'] in [grid]"),
+    ('[sweep]\nname = "x"\nkind = "demo"\n[fixed]\nzz = 1\n[grid]\na = [1.0]\n', "unknown keys ['zz'] in [fixed]"),
+    ('[sweep]\nname = "x"\nkind = "demo"\n[grid]\na = ["notanumber"]\n', "must be of type float"),
+    ('[sweep]\nname = "x"\nkind = "demo"\n[grid]\na = [nan]\n', "must be a finite number"),
+    ('[sweep]\nname = "x"\nkind = "coupling"\n[fixed]\nlam_min = nan\n[grid]\ndata = ["dirac:K=2"]\nJ = [1]\n',
+     "lam_min = nan must be a finite number"),
+    ('[sweep]\nname = "x"\nkind = "coupling"\n[fixed]\nlevels = 2\n[grid]\ndata = ["dirac:K=2"]\nJ = [1]\n',
+     "levels = 2 must be >= 3"),
+])
+def test_bad_sweep_files_are_refused_at_parse_time(tmp_path, capsys, body, needle):
+    f = _toml_file(tmp_path / "t.toml", body)
+    assert main(["sweep", f, "--out", str(tmp_path / "o")]) == 2
+    _one_line_error(capsys, needle)
+    assert not (tmp_path / "o").exists()
+
+
+def test_compare_with_a_json_list_is_one_line(tmp_path, capsys):
+    lst = tmp_path / "list.json"
+    lst.write_text("[1, 2]")
+    out = tmp_path / "o.json"
+    assert main(["schedule", "--from-data", "dirac:K=2,D=1,sep=2,seed=0", "--levels", "9", "--compare", str(lst),
+                 "--out", str(out)]) == 2
+    _one_line_error(capsys, "--compare", "got a JSON list")
+    assert not out.exists()  # read before computing: nothing written
+
+
+def test_grid_quadrature_weights_of_one_level():
+    from noisealloc.theory.information import grid_quadrature_weights
+
+    with pytest.raises(ValueError, match="at least 2 levels"):
+        grid_quadrature_weights([1.0])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        grid_quadrature_weights([0.0, 2.0, 1.0])
+
+
+def test_wide_interval_writes_valid_json(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "e.json"
+    assert main(["entropy", "--data", "dirac:K=3,D=1,sep=2,seed=0", "--lam-min", "-800", "--lam-max", "800",
+                 "--levels", "9", "--out", str(out), "--quiet"]) == 0
+    json.loads(out.read_text())  # strict JSON: no NaN/Infinity literals
