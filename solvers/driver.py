@@ -142,7 +142,8 @@ def solve(
         exhaustively in closed form), else ``'local (KKT)'`` after a multi-start from the uniform
         (or ``p0``) allocation, the convex surrogate's optimum, ``starts``, ``n_random_starts``
         Dirichlet draws and the ``SANDWICH_SUPPORT_STARTS`` best supports of ``m`` levels
-        (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the best KKT point kept (``n_starts`` and ``start_values`` report the
+        (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the lowest value kept (at equal
+        values a certified run); ``'none'`` when the certificate does not hold (``status != 0``) (``n_starts`` and ``start_values`` report the
         starts and the spread of their values); the message says which.
 
     Raises
@@ -227,6 +228,10 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     elif starts is not None or n_random_starts is not None:
         raise ValueError(f"starts and n_random_starts are for the non-convex sandwich only; criterion "
                          f"{prob.criterion!r} is convex (one start finds the global optimum)")
+    if status != 0 and not (prob.criterion == "sandwich" and prob.m == 1 and optimality == "global"):
+        # Neither global nor a KKT point unless the certificate holds (for m = 1 the value itself is
+        # compared with the exact global minimum).
+        optimality = "none"
     support = np.flatnonzero(p > 0)
     label = method + ("+polish" if polish else "")
     message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
@@ -312,13 +317,18 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
 
 
 def _better(a, b, value_scale: float) -> bool:
-    """Run ``a = (p, status, cert)`` beats ``b``: certified first, then a lower value by more than
-    ``SANDWICH_SAME_VALUE_RTOL`` of ``max(V_b, V(uniform))`` (ties keep the earlier start: values that
-    differ by rounding, e.g. V ~ 1e-317 of a problem whose V vanishes, are the same optimum)."""
-    ok_a, ok_b = a[1] == 0, b[1] == 0
-    if ok_a != ok_b:
-        return ok_a
-    return a[2].value < b[2].value - SANDWICH_SAME_VALUE_RTOL * max(abs(b[2].value), value_scale)
+    """Run ``a = (p, status, cert)`` beats ``b``: a lower value by more than ``SANDWICH_SAME_VALUE_RTOL``
+    of ``max(V_b, V(uniform))``; at equal values (within that), a certified run beats one that is not.
+
+    The value decides first: a certified KKT point far above a point that stalled near the singular
+    boundary (where the infimum sits) is not the better answer, and the status of the returned run
+    says that it stalled.  Ties keep the earlier start: values that differ by rounding (e.g.
+    V ~ 1e-317 of a problem whose V vanishes) are the same optimum.
+    """
+    margin = SANDWICH_SAME_VALUE_RTOL * max(abs(b[2].value), value_scale)
+    if a[2].value < b[2].value - margin:
+        return True
+    return a[2].value <= b[2].value + margin and a[1] == 0 and b[1] != 0
 
 
 def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_random_starts, rng):

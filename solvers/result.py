@@ -240,9 +240,10 @@ class SolveResult:
         ``rng.bit_generator.state`` at entry when randomness was used (REX, the sandwich
         multi-start), else None.
     certificate : Certificate
-    optimality : {'global', 'local (KKT)'}
+    optimality : {'global', 'local (KKT)', 'none'}
         ``'global'`` for convex criteria and for sandwiches with a global proof (THEORY.md section 4
-        (a)); ``'local (KKT)'`` for a sandwich KKT point after a multi-start.
+        (a)); ``'local (KKT)'`` for a sandwich KKT point after a multi-start; ``'none'`` when the
+        certificate does not hold (``status != 0``).
     n_starts : int
         Starts of the sandwich multi-start (1 otherwise).
     start_values : ndarray or None
