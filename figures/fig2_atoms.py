@@ -50,7 +50,7 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     A chain that ends without an allocation (status 4, numerically singular) gives ``{"skipped": reason}``.
     """
     from noisealloc.solvers import optimize_allocation
-    from noisealloc.theory.entropic import entropic_pdf_values
+    from noisealloc.theory.entropic import schedule_from_rate
     from noisealloc.theory.information_matrices import build_family_matrices
 
     prob = build_family_matrices(model, case["family"], lam, data=case["data"], rng=seed, **case["opts"])
@@ -71,7 +71,7 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     h = prob.entropy_rate
     p_ent = None
     if h is not None and np.any(np.asarray(h) > 0):
-        _, p_ent = entropic_pdf_values(prob.lam, np.maximum(np.asarray(h, float), 1e-300))
+        p_ent = schedule_from_rate(prob.lam, np.asarray(h, float)).pdf
     out = {"data": case["data"], "family": case["family"], "m": prob.m, "options": case["opts"],
            "p_sqrt_entropic": p_ent, "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
            "reduction": reduced}
