@@ -524,7 +524,12 @@ def certify(
     prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
     p = check_weights(weights, prob.n)
     with single_blas_thread():  # small factorisations: threads only oversubscribe (see solve)
-        cert = _certify(prob, p, rtol=rtol)
+        try:
+            cert = _certify(prob, p, rtol=rtol)
+        except SingularMomentError as exc:
+            raise SingularMomentError(
+                f"weights: the moment matrix M(p) of this allocation is numerically singular ({exc}); a singular "
+                "allocation has no certificate (its criterion value is +inf: allocation_value)") from exc
     off = None
     exact = None
     if A_fn is not None:

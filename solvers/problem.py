@@ -132,6 +132,9 @@ class Problem:
 
 
 def _check_sym_psd_stack(arr, name: str, *, check_psd: bool = True) -> np.ndarray:
+    if np.iscomplexobj(arr):
+        # numpy would drop the imaginary part with only a ComplexWarning
+        raise ValueError(f"{name} must be real (symmetric PSD matrices); got a complex array")
     arr = as_float_array(arr, name)
     if arr.ndim != 3 or arr.shape[1] != arr.shape[2]:
         raise ValueError(f"{name} must have shape (n, m, m) (a stack of square matrices); got shape {arr.shape}")

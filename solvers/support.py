@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from noisealloc.solvers.polish import newton_on_support
-from noisealloc.solvers.problem import as_problem, check_weights, evaluate, scale
+from noisealloc.solvers.problem import SingularMomentError, as_problem, check_weights, evaluate, scale
 from noisealloc.solvers.result import ReductionResult
 from noisealloc.theory.tolerances import FW_GAP_RTOL
 
@@ -111,7 +111,8 @@ def reduce_support(problem, weights, criterion: str | None = None, *, W=None, G=
     problem : Problem or array_like, shape (n, m, m)
         As in :func:`noisealloc.solvers.solve`.
     weights : array_like, shape (n,)
-        Non-negative weights with a positive sum (rescaled to sum one).
+        A probability vector (non-negative, sums to one within ``WEIGHT_SUM_ATOL``, as in
+        :func:`~noisealloc.solvers.certify`).
     criterion, W, G, A_eval, c
         As in :func:`noisealloc.solvers.solve` (raw arrays only).
 
@@ -133,11 +134,16 @@ def reduce_support(problem, weights, criterion: str | None = None, *, W=None, G=
     (5, True, True)
     """
     prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c)
-    p = check_weights(weights, prob.n, exact_sum=False)
+    p = check_weights(weights, prob.n, exact_sum=True)
     V = moment_vectors(prob.A, prob.G)
     q = caratheodory(V, p)
     q /= q.sum()
-    v0 = evaluate(prob, p).value
+    try:
+        v0 = evaluate(prob, p).value
+    except SingularMomentError as exc:
+        raise SingularMomentError(
+            f"weights: the moment matrix M(p) of this allocation is numerically singular ({exc}); a singular "
+            "allocation has no criterion value to keep (+inf: allocation_value)") from exc
     v1 = evaluate(prob, q).value
     # The moments are kept exactly up to rounding, so the value can only move by rounding
     # amplified by the conditioning of M; anything beyond REDUCTION_RTOL is refused.

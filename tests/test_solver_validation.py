@@ -1,0 +1,46 @@
+"""Bad input to the solvers (issue 15 item 7): one-line errors naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from noisealloc.solvers import SingularMomentError, allocation_value, certify, reduce_support, sandwich_value, solve
+
+X = np.linspace(-1, 1, 5)
+F = np.stack([np.ones(5), X, X**2], 1)
+A = F[:, :, None] * F[:, None, :]
+W_OPT = np.array([0.25, 0.0, 0.5, 0.0, 0.25])
+ONE_ATOM = np.array([1.0, 0.0, 0.0, 0.0, 0.0])
+
+
+def test_sandwich_value_refuses_unnormalised_and_negative_weights():
+    with pytest.raises(ValueError, match="weights must sum to 1.*sum is .*2.0"):
+        sandwich_value(A, A, np.eye(3), 2 * W_OPT)
+    with pytest.raises(ValueError, match="weights must be non-negative; min is .*-0.25"):
+        sandwich_value(A, A, np.eye(3), np.array([0.5, -0.25, 0.5, 0.0, 0.25]))
+
+
+def test_singular_allocation_value_is_inf_and_certificates_refuse_it_naming_weights():
+    # Decision: a value of a singular allocation is +inf (the criterion's limit); certify and
+    # reduce_support have nothing to certify or keep, and raise SingularMomentError (a LinAlgError,
+    # which is a ValueError) naming the weights.
+    assert sandwich_value(A, A, np.eye(3), ONE_ATOM) == np.inf
+    assert allocation_value(A, ONE_ATOM, "A") == np.inf
+    for call in (lambda: certify(A, ONE_ATOM, "A"), lambda: reduce_support(A, ONE_ATOM, "A")):
+        with pytest.raises(SingularMomentError, match="^weights: the moment matrix M.p. of this allocation is numer"):
+            call()
+    assert issubclass(SingularMomentError, ValueError)
+
+
+def test_complex_matrices_are_refused():
+    with pytest.raises(ValueError, match="A must be real"):
+        solve(A.astype(complex), "A")
+    with pytest.raises(ValueError, match="G must be real"):
+        solve(A, "sandwich", G=A.astype(complex), A_eval=np.eye(3))
+
+
+def test_reduce_support_rejects_weights_summing_to_half_like_certify():
+    for call in (reduce_support, certify):
+        with pytest.raises(ValueError, match="weights must sum to 1.*sum is .*0.5"):
+            call(A, W_OPT / 2, "A")
