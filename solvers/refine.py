@@ -93,11 +93,29 @@ def refine(
     if not lo < hi or np.any(lam < lo) or np.any(lam > hi):
         raise ValueError(f"interval must contain every atom; got ({lo}, {hi}) and atoms in [{lam.min()}, {lam.max()}]")
     n_eval = [0]
+    ref = W if W is not None else A_eval
+    m_expected = None if ref is None else np.shape(ref)[0] if np.ndim(ref) == 2 else None
+    if m_expected is None and c is not None:
+        m_expected = np.size(c)
+
+    def call(fn, name, t):
+        out = np.asarray(fn(t))
+        shape_ok = out.ndim == 2 and out.shape[0] == out.shape[1] and out.shape[0] > 0
+        if not shape_ok or (m_expected is not None and out.shape[0] != m_expected):
+            want = "(m, m)" if m_expected is None else f"({m_expected}, {m_expected})"
+            raise ValueError(f"{name}({t!r}) must return a square matrix of shape {want}; got shape {out.shape}")
+        if np.iscomplexobj(out):
+            raise ValueError(f"{name}({t!r}) must return a real matrix; got a complex one")
+        return out.astype(float)
+
+    first = call(A_fn, "A_fn", float(lam[0]))
+    if m_expected is None:
+        m_expected = first.shape[0]
 
     def mats(x):
         n_eval[0] += x.size
-        A = np.stack([np.asarray(A_fn(float(t)), dtype=float) for t in x])
-        G = None if G_fn is None else np.stack([np.asarray(G_fn(float(t)), dtype=float) for t in x])
+        A = np.stack([call(A_fn, "A_fn", float(t)) for t in x])
+        G = None if G_fn is None else np.stack([call(G_fn, "G_fn", float(t)) for t in x])
         return A, G
 
     def value(x, wts):

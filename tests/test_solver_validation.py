@@ -44,3 +44,15 @@ def test_reduce_support_rejects_weights_summing_to_half_like_certify():
     for call in (reduce_support, certify):
         with pytest.raises(ValueError, match="weights must sum to 1.*sum is .*0.5"):
             call(A, W_OPT / 2, "A")
+
+
+def test_refine_refuses_an_A_fn_of_the_wrong_shape():
+    from noisealloc.solvers import refine
+
+    good = lambda t: np.outer([1.0, t, t * t], [1.0, t, t * t])  # noqa: E731
+    res = refine(good, [-1.0, 0.0, 1.0], [0.25, 0.5, 0.25], "A", interval=(-1.0, 1.0))
+    assert res.value == pytest.approx(8.0, rel=1e-9)
+    with pytest.raises(ValueError, match=r"A_fn\(-1.0\) must return a square matrix of shape \(3, 3\); got shape \(2, 2\)"):
+        refine(lambda t: np.eye(2), [-1.0, 0.0, 1.0], [0.25, 0.5, 0.25], "L", W=np.eye(3), interval=(-1.0, 1.0))
+    with pytest.raises(ValueError, match=r"A_fn\(-1.0\) must return a square matrix of shape \(m, m\); got shape \(3,\)"):
+        refine(lambda t: np.ones(3), [-1.0, 0.0, 1.0], [0.25, 0.5, 0.25], "A", interval=(-1.0, 1.0))
