@@ -99,3 +99,16 @@ def test_as_generator():
 def test_bool_is_not_a_seed():
     with pytest.raises(TypeError, match="got the bool True"):
         E.as_generator(True)
+
+
+def test_complex_input_is_refused_not_truncated():
+    import numpy as np
+    import pytest
+
+    from noisealloc.theory.errors import as_float_array
+
+    with pytest.raises(ValueError, match="x must be real; got a complex array"):
+        as_float_array(np.array([1.0 + 0.5j, 2.0]), "x")
+    with pytest.raises(ValueError, match="must be real"):
+        as_float_array([1j], "x")
+    assert as_float_array(np.array([1.0 + 0j]).real, "x").tolist() == [1.0]

@@ -71,7 +71,8 @@ def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> 
     TypeError
         If ``value`` is not numeric.
     ValueError
-        If the number of dimensions or the shape differs from what is required.
+        If ``value`` is complex, or the number of dimensions or the shape differs from what is
+        required.
 
     Examples
     --------
@@ -82,6 +83,9 @@ def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> 
     ...
     ValueError: x must have shape (2, None) (None = any); got (1, 2) (axis 0)
     """
+    if np.iscomplexobj(value):
+        # numpy would drop the imaginary part with only a ComplexWarning
+        raise ValueError(f"{name} must be real; got a complex array")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
