@@ -90,10 +90,12 @@ def test_changed_numbers_or_seed_are_recomputed(tmp_path, stub_figures):
     assert runs["fig1_entropy"] == 3
 
 
-def test_only_naming_no_figure_is_an_error(tmp_path, stub_figures, capsys):
-    assert main(["reproduce", "--only", ",", "--out", str(tmp_path / "o")]) == 2
+@pytest.mark.parametrize("only", [",", "", " , "])
+def test_only_naming_no_figure_is_an_error(tmp_path, stub_figures, capsys, only):
+    runs, _ = stub_figures
+    assert main(["reproduce", "--only", only, "--out", str(tmp_path / "o")]) == 2
     assert "names no figure" in capsys.readouterr().err
-    assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "o").exists() and sum(runs.values()) == 0
 
 
 def test_request_hash_depends_on_every_field():

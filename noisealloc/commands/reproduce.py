@@ -50,7 +50,7 @@ def run(args) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0; got {args.seed}")
     names = FIGURES
-    if args.only:
+    if args.only is not None:
         names = tuple(n.strip() for n in args.only.split(",") if n.strip())
         bad = [n for n in names if n not in FIGURES]
         if bad:
