@@ -252,3 +252,12 @@ def test_missing_model_module_is_a_value_error(monkeypatch):
     monkeypatch.setattr(datasets, "_model_class", boom)
     with pytest.raises(ValueError, match="needs noisealloc.theory.dirac.DiracMixture"):
         load_data("dirac")
+
+
+def test_an_option_given_twice_is_refused():
+    import pytest
+
+    from noisealloc.theory.datasets import parse_spec
+
+    with pytest.raises(ValueError, match="option 'K' is given twice"):
+        parse_spec("dirac:K=3,K=4")

@@ -256,10 +256,14 @@ def parse_spec(spec: str) -> DataSpec:
     if kind not in _FAMILY_KEYS:
         raise _spec_error(spec, f"unknown kind {kind!r}")
     options = dict(_FAMILY_DEFAULTS[kind])
+    given = set()
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, value = item.partition("=")
         if not eq or key not in _FAMILY_KEYS[kind]:
             raise _spec_error(spec, f"option {item!r} is not one of {sorted(_FAMILY_KEYS[kind])} written KEY=VALUE")
+        if key in given:  # the last one silently won before
+            raise _spec_error(spec, f"option {key!r} is given twice")
+        given.add(key)
         try:
             options[key] = _FAMILY_KEYS[kind][key](value)
         except ValueError:
