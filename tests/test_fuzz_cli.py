@@ -431,10 +431,8 @@ def test_bad_cli_input_is_one_clean_line(command):
 
 #: Loaders with a known defect found by this fuzz, in files outside this test's area (reported):
 #: strict, so the mark must go when the loader is fixed.
-KNOWN_LOADER_DEFECTS = {
-    "load_npz": "theory.schedule_io.load_npz raises KeyError ('format is not a file in the archive') on an npz "
-                "without the schedule arrays; it should raise ValueError naming the file and the missing array",
-}
+#: Loader -> known defect kept as a strict xfail (empty: load_npz now names the file and the missing arrays).
+KNOWN_LOADER_DEFECTS: dict = {}
 
 
 @pytest.mark.parametrize("loader", [

@@ -402,6 +402,10 @@ def load_npz(path) -> TabulatedSchedule:
         If the arrays are not a valid schema-v1 schedule (see :func:`schedule_from_dict`).
     """
     with np.load(path, allow_pickle=False) as z:
+        missing = [k for k in ("format", "version", "name", "coordinate", "interval", "knots", "pdf", "cdf")
+                   if k not in z.files]
+        if missing:
+            raise ValueError(f"{os.fspath(path)}: not a noisealloc schedule npz (missing arrays: {', '.join(missing)})")
         d = {
             "format": str(z["format"]),
             "version": int(z["version"]),
