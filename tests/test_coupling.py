@@ -81,8 +81,13 @@ def test_a_J_without_allocation_is_a_failing_row_not_an_exception(monkeypatch):
 
     real = S.optimize_allocation
     lam = np.linspace(-1.0, 1.0, 7)
-    A = np.stack([np.diag([1.0 + 0.2 * l, 1e-10 * (1.0 + 0.1 * l)]) for l in lam])
-    singular = FamilyMatrices(lam=lam, A=A, G=A.copy(), A_eval=np.eye(2), family="hand-made")
+    # Two nearly collinear parameters (M's second eigenvalue ~1e-9 of its first) with a G that is not
+    # proportional to A: V ~ 1e18 carries a rounding bound ~2e-6 of itself, so no allocation is usable.
+    # (A merely badly scaled diagonal A, e.g. diag(1, 1e-10), is not singular: its V is exact to rounding.)
+    A = np.stack([np.outer([1.0 + 0.2 * l] * 2, [1.0 + 0.2 * l] * 2) + np.diag([0.0, 1e-9 * (1.0 + 0.1 * l)])
+                  for l in lam])
+    G = np.stack([np.eye(2) * (1.0 + 0.3 * l) for l in lam])
+    singular = FamilyMatrices(lam=lam, A=A, G=G, A_eval=np.eye(2), family="hand-made")
 
     def fake(source, criterion, **kw):
         return real(singular, criterion, **kw) if source.info.get("J") == 2 else real(source, criterion, **kw)

@@ -79,12 +79,15 @@ def test_chain_without_reduction_keeps_the_solvers_certificate():
 
 
 def _singular_family() -> FamilyMatrices:
-    """Two parameters, the second informed at 1e-10 of the first at every level: no ridge (rcond above
-    REG_RCOND) and not singular, but V at any allocation carries a rounding bound far above its scale."""
+    """Two nearly collinear parameters (M's second eigenvalue ~1e-9 of its first, rcond above REG_RCOND
+    so no ridge) with a G not proportional to A: V ~ 1e18 at every allocation and carries a rounding
+    bound ~2e-6 of itself.  (A merely badly scaled diagonal A, e.g. diag(1, 1e-10), is not singular:
+    its V is exact to rounding, and the componentwise rounding guard accepts it.)"""
     lam = np.linspace(-1.0, 1.0, 7)
-    d = 1e-10 * (1.0 + 0.1 * lam)
-    A = np.stack([np.diag([1.0 + 0.2 * l, e]) for l, e in zip(lam, d)])
-    return FamilyMatrices(lam=lam, A=A, G=A.copy(), A_eval=np.eye(2), family="hand-made")
+    A = np.stack([np.outer([1.0 + 0.2 * l] * 2, [1.0 + 0.2 * l] * 2) + np.diag([0.0, 1e-9 * (1.0 + 0.1 * l)])
+                  for l in lam])
+    G = np.stack([np.eye(2) * (1.0 + 0.3 * l) for l in lam])
+    return FamilyMatrices(lam=lam, A=A, G=G, A_eval=np.eye(2), family="hand-made")
 
 
 def test_a_singular_problem_is_a_status_not_an_exception():

@@ -48,6 +48,40 @@ def test_value_and_gradient(data):
         np.testing.assert_allclose(cert.g[j], fd, rtol=FD_RTOL, atol=FD_RTOL * np.abs(cert.g).max())
 
 
+def _reparametrised_values(data, log_scales):
+    lam, A = data.draw(psd_curves())
+    G, A_eval = _sandwich_data(lam, A)
+    p = data.draw(simplex_weights(lam.size, min_atoms=lam.size))
+    S = 10.0 ** np.asarray(log_scales[: A.shape[1]])
+    SS = np.outer(S, S)
+    base = criterion_value(make_problem(A, "sandwich", G=G, A_eval=A_eval), p)
+    scaled = criterion_value(make_problem(A * SS, "sandwich", G=G * SS, A_eval=A_eval * SS), p)
+    return scaled, base
+
+
+@settings(max_examples=examples(12))
+@given(data=st.data(), log_scales=st.lists(st.floats(-2.5, 2.5), min_size=4, max_size=4))
+def test_value_is_invariant_under_a_diagonal_reparametrisation(data, log_scales):
+    """theta = S phi (S diagonal) maps A -> S A S, G -> S G S, A_w -> S A_w S (all three are second
+    derivatives or moments in theta) and leaves V = tr(A_w A_p^-1 G_p A_p^-1)/2 unchanged.  Scales within
+    10^+-2.5 grade M by up to 1e10 (no ridge, inv_pd accepts): what is tested is the rounding guard, whose
+    error model is per entry relative to sqrt(M_jj M_kk).  The normwise guard it replaced refused such
+    values (its bound grew with the grading, ~1e-6 of V at 1e10)."""
+    scaled, base = _reparametrised_values(data, log_scales)
+    np.testing.assert_allclose(scaled, base, rtol=1e-9)
+
+
+@pytest.mark.xfail(strict=True, raises=(AssertionError, ValueError),
+                   reason="issue 15 item 3: make_problem's singularity test and ridge trigger (and inv_pd's rcond) "
+                          "are normwise, so a diagonal rescaling beyond ~1e6 is refused as singular or ridged")
+@settings(max_examples=examples(12), derandomize=True)
+@given(data=st.data(), log_scales=st.lists(st.floats(-8.0, 8.0), min_size=4, max_size=4))
+def test_value_is_invariant_under_any_diagonal_reparametrisation(data, log_scales):
+    """As above over 16 decades of scale: the known defect of basis-dependent conditioning."""
+    scaled, base = _reparametrised_values(data, log_scales)
+    np.testing.assert_allclose(scaled, base, rtol=1e-9)
+
+
 @settings(max_examples=examples(8))
 @given(curve=psd_curves(m_max=3, n_max=25))
 def test_kkt_stationarity(curve):
@@ -230,9 +264,11 @@ def test_sandwich_minimiser_is_not_drawn_to_negative_rounding_noise():
         K = mp.matrix(Ap.tolist()) ** -1
         ref = 0.5 * sum((mp.matrix(prob.A_eval.tolist()) * K * mp.matrix(Gp.tolist()) * K)[i, i]
                         for i in range(Ap.shape[0]))
-    assert ref >= 0
     # Near the singular boundary (cond(A_p) ~ 3e10) the float value is accurate only on the problem's
-    # scale, not relative to its own tiny size: compare against V(uniform).
+    # scale, not relative to its own tiny size: compare against V(uniform).  The recomputation uses the
+    # float-assembled A_p, G_p, whose rounding along the near-null direction is itself worth ~1e-11 of
+    # V(uniform) here, so its sign is judged on that scale too; the defect gave -0.0215 = -9e-5 of it.
     uniform = criterion_value(make_problem(prob.A, "sandwich", G=prob.G, A_eval=prob.A_eval),
                               np.full(lam.size, 1.0 / lam.size))
+    assert ref >= -1e-8 * uniform
     assert abs(res.value - float(ref)) <= 1e-8 * uniform

@@ -83,20 +83,21 @@ PSD_RTOL = 1e-10
 #: delta * I with delta = REG_RCOND * lambda_max: beyond ~1e12 the Cholesky-based
 #: gradients lose all digits that a 1e-8 gap certificate needs.
 REG_RCOND = 1e-12
-#: A sandwich value V(p) is accepted only while the first-order bound of its rounding error (from a
-#: backward-stable inverse of M_p) is at most this fraction of V at the uniform allocation: values are
-#: judged on the problem's scale to 1e-8 (issue 15; tests/test_sandwich.py), and the bound is itself
-#: conservative (observed errors at accepted points <= 2.2e-11 of V(uniform) on four OpenBLAS kernels).
-#: A tighter 1e-9 blocked the descent path to certified optima near the boundary (coupling sweep,
-#: Dirac K=4, J=2: stalled at relative gap 25.7 instead of certified at 3.8e-11).  Beyond it V has no
-#: reliable digit on that scale, whatever the BLAS, and a minimiser is drawn to exactly such points.
+#: A sandwich value V(p) is accepted only while the first-order bound of its rounding error (from the
+#: assembly of M_p, G_p and a backward-stable inverse of M_p) is at most this fraction of
+#: max(V, V(uniform)): values are judged on the problem's scale to 1e-8 (issue 15; tests/test_sandwich.py).
+#: Beyond it V has no reliable digit on that scale, whatever the BLAS, and a minimiser is drawn to
+#: exactly such points.  The bound (SANDWICH_ROUNDING_ULPS) is componentwise: a normwise one charged
+#: graded moment matrices (B-spline blocks under sqrt(h), J = 32) the rounding of their largest entries
+#: in their smallest, refused the entropic allocation of the Dirac K=4 coupling sweep (float V accurate
+#: to 1.4e-11 against 50 digits, normwise bound 2.5e-8 of V) and stalled its J = 8 optimum at gap 104.
 SANDWICH_ROUNDING_RTOL = 1e-8
-#: Size of the assembly/inversion rounding of M_p and G_p in that bound, in ulps of their Frobenius
-#: norm, paired with the exact nuclear norms of dV/dM and dV/dG.  The worst-case backward error of a
-#: Cholesky solve grows like (m+1) eps, but that is thousands of times the observed error (coupling
-#: sweep, m = 64: observed 1e-16 of V(uniform) against 1e-9) and refused certified optima and the
-#: entropic allocations of figure 3.  With one ulp the estimate stays 100x above the observed error at
-#: the singular-boundary points of tests/test_sandwich.py and 1e3x above it at accepted points.
+#: Size of the rounding of M_p and G_p in that bound, in ulps of sqrt(X_jj X_kk) per entry (j, k):
+#: assembly of a sum of PSD matrices and the backward error of a Cholesky solve are both of this form,
+#: so the bound is u * sum_jk (|dV/dM|_jk d_j d_k + |dV/dG|_jk g_j g_k), d = sqrt(diag M_p),
+#: g = sqrt(diag G_p).  The worst-case Cholesky constant grows like (m+1) eps, but that is far above
+#: the observed error: with one ulp the bound stays 14x above the 50-digit error of the J = 32
+#: entropic allocation (m = 128) and 60x above it at the singular-boundary point of tests/test_sandwich.py.
 SANDWICH_ROUNDING_ULPS = 1.0
 #: Below this reciprocal condition number (a few hundred ulps) the uniform
 #: information matrix is singular in floating point: every allocation is singular.
