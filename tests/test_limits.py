@@ -194,3 +194,18 @@ def test_complex_npz_is_refused(tmp_path):
 
 def test_low_snr_limit_is_below_epsilon():
     assert LOW_SNR_LIMIT < EPS ** 1.2
+
+
+def test_huge_atoms_are_refused_and_large_ones_follow_the_scale_shift():
+    """Atoms of 1e200 used to fail with 'math domain error' (their squared distances overflow); they are
+    refused with the rescaling rule.  Atoms c*mu at lam are atoms mu at lam + 2 log c (x = x0 + sigma eps
+    scaled by c): checked at c = 1e149 against mpmath on the unit atoms."""
+    with pytest.raises(ValueError, match=r"ATOM_ABS_MAX .* got 1e\+200"):
+        DiracMixture([-1e200, 1e200])
+    c = 1e149
+    lam = np.array([-700.0, -690.0, -684.0])
+    got = DiracMixture([-c, 0.5 * c, 2.0 * c], [0.2, 0.5, 0.3]).information(lam)
+    for i, l in enumerate(lam):
+        mmse, cond_h = mpmath_refs.dirac_1d([-1.0, 0.5, 2.0], [0.2, 0.5, 0.3], float(l + 2 * math.log(c)))
+        assert got.mmse.value[i] == pytest.approx(float(mmse) * c * c, rel=1e-8)
+        assert got.conditional_entropy.value[i] == pytest.approx(float(cond_h), rel=1e-8)

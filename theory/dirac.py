@@ -70,6 +70,7 @@ from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
+from noisealloc.theory.tolerances import ATOM_ABS_MAX
 from noisealloc.theory._limits import (LOW_SNR_LIMIT, dirac_underflow_snr, min_distance_lower_bound,
                                        refuse_complex)
 
@@ -263,6 +264,11 @@ class DiracMixture:
         if atoms.ndim != 2 or atoms.shape[0] < 1 or atoms.shape[1] < 1:
             raise ValueError(f"atoms must have shape (K, D) with K >= 1, D >= 1 (or (K,)); got shape {atoms.shape}")
         check_finite(atoms, "atoms")
+        big = float(np.max(np.abs(atoms)))
+        if big > ATOM_ABS_MAX:
+            raise ValueError(
+                f"atoms must have |coordinate| <= ATOM_ABS_MAX = {ATOM_ABS_MAX:g} (squared distances overflow beyond); "
+                f"got {big:.3g}. Rescale the data: atoms c*mu at log-SNR lam equal atoms mu at lam + 2 log c")
         k = atoms.shape[0]
         if weights is None:
             weights = np.full(k, 1.0 / k)

@@ -111,6 +111,10 @@ SINGULAR_RCOND = 256 * EPS
 #: that), while distinct eigenvalues of regular problems are further apart.
 E_CLUSTER_RTOL = 1e-4
 
+#: Largest |coordinate| of a Dirac mixture's atom.  Squared distances (GEMM form, summed over up to
+#: ~1e3 dimensions) must stay finite: 1e150^2 * 1e3 = 1e303 < 1.8e308.  Beyond it the data are
+#: rescaled by the user: atoms c*mu at log-SNR lam are atoms mu at lam + 2 log c (THEORY.md section 5).
+ATOM_ABS_MAX = 1e150
 #: Every named tolerance (the upper-case names above).
 __all__ = sorted(name for name in dict(globals()) if name.isupper())
 
