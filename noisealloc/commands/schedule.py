@@ -237,6 +237,25 @@ def _load_any(path):
     return {s.name: s}
 
 
+#: Candidate places of the log inset in the h panel (axes fractions x0, y0, width, height), in order of
+#: preference, and where the legend goes with each.
+_INSET_BOXES = (([0.62, 0.52, 0.36, 0.42], "upper left"), ([0.60, 0.10, 0.36, 0.42], "upper left"),
+                ([0.06, 0.52, 0.36, 0.42], "upper right"))
+
+
+def _inset_box(lam, h, y_top: float):
+    """The candidate inset box covering the fewest points of the curve ``h`` (ties: the first), and the legend's place."""
+    x = (np.asarray(lam) - lam[0]) / max(float(lam[-1] - lam[0]), 1e-300)
+    y = np.asarray(h) / y_top if y_top > 0 else np.zeros_like(x)
+    margin = 0.03
+
+    def covered(b):
+        return int(np.count_nonzero((x >= b[0] - margin) & (x <= b[0] + b[2] + margin)
+                                    & (y >= b[1] - margin) & (y <= b[1] + b[3] + margin)))
+
+    return min(_INSET_BOXES, key=lambda c: covered(c[0]))
+
+
 #: The log inset of the h panel spans this many decades below the maximum of h: below it h carries no
 #: schedule mass worth seeing (the square-root density there is < 1e-4 of its peak).
 PLOT_LOG_DECADES = 8.0
@@ -283,15 +302,16 @@ def _plot(path, profile, schedule, args):
     ax1.set_xlabel(r"log-SNR $\lambda$")
     ax1.set_ylabel(r"entropy rate $h(\lambda)$ [nats per unit $\lambda$]")
     ax1.set_title("entropy-rate profile (" + profile["method"] + ")", fontsize=9)
-    # the inset goes where the panel is empty: upper right above a peak or a fall, lower right under the
-    # plateau of a rise; the legend upper left (empty in both cases)
-    rising = float(np.mean(h[lam >= lam[0] + 0.6 * (lam[-1] - lam[0])])) > 0.5 * h_max if h_max > 0 else False
-    ax1.legend(fontsize=7, loc="upper left")
+    # the inset goes where the panel is empty (fewest points of the h curve under it: upper right above a
+    # fall, lower right under the plateau of a rise, upper left beside a late peak); the legend goes to
+    # the upper left, or the upper right when the inset takes the upper left
+    box, legend_loc = _inset_box(lam, h, ax1.get_ylim()[1])
+    ax1.legend(fontsize=7, loc=legend_loc)
     ax1.grid(alpha=0.3)
     if h_max > 0:
         # log inset, clipped to PLOT_LOG_DECADES below the peak: the far tail (down to 1e-315 for
         # well-separated atoms) says nothing about the schedule
-        ins = ax1.inset_axes([0.6, 0.1, 0.36, 0.42] if rising else [0.62, 0.52, 0.36, 0.42])
+        ins = ax1.inset_axes(box)
         floor_y = h_max * 10.0 ** (-PLOT_LOG_DECADES)
         for x, y, kw in lines:
             ins.semilogy(x, np.where(y > floor_y, y, np.nan), **{k: v for k, v in kw.items() if k != "label"})
