@@ -497,40 +497,52 @@ def test_fuzz_counts_slow_tier(capsys):
     many = settings(max_examples=examples(60), deadline=None, suppress_health_check=list(HealthCheck))
     for command, make in sorted(COMMAND_STRATEGIES.items()):
         t = tallies.setdefault(command, Tally())
-
-        @many
-        @given(make())
-        def probe(case, t=t, command=command):
-            argv, files, env = case
-            o = run_cli(argv, files, env)
-            t.tried += 1
-            t.tracebacks += o.traceback
-            t.silent_wrong += o.silent_wrong
-            problems = o.problems(command)
-            if problems and not (o.traceback or o.silent_wrong):
-                t.other += 1
-            if problems and len(t.examples) < 3:
-                t.examples.append((argv, problems))
-
-        probe()
+        _command_probe(many, make(), command, t)()
     for loader, (strategy, fn) in sorted(_loader_cases().items()):
         if loader in KNOWN_LOADER_DEFECTS:  # counted by its strict xfail in the default tier
             continue
         t = tallies.setdefault(f"loader {loader}", Tally())
+        _loader_probe(many, strategy, fn, t)()
+    _print_and_check(tallies, capsys)
 
-        @many
-        @given(strategy)
-        def probe_loader(value, t=t, fn=fn):
-            problem = run_loader(fn, value)
-            t.tried += 1
-            if problem:
-                t.tracebacks += problem.startswith("traceback")
-                t.silent_wrong += problem.startswith("silent wrong")
-                t.other += not problem.startswith(("traceback", "silent wrong"))
-                if len(t.examples) < 3:
-                    t.examples.append((value if not isinstance(value, bytes) else value[:40], problem))
 
-        probe_loader()
+# @given refuses functions with default arguments, so each probe is built by a factory that closes
+# over its command (or loader) and tally.
+def _command_probe(many, strategy, command, t):
+    @many
+    @given(strategy)
+    def probe(case):
+        argv, files, env = case
+        o = run_cli(argv, files, env)
+        t.tried += 1
+        t.tracebacks += o.traceback
+        t.silent_wrong += o.silent_wrong
+        problems = o.problems(command)
+        if problems and not (o.traceback or o.silent_wrong):
+            t.other += 1
+        if problems and len(t.examples) < 3:
+            t.examples.append((argv, problems))
+
+    return probe
+
+
+def _loader_probe(many, strategy, fn, t):
+    @many
+    @given(strategy)
+    def probe_loader(value):
+        problem = run_loader(fn, value)
+        t.tried += 1
+        if problem:
+            t.tracebacks += problem.startswith("traceback")
+            t.silent_wrong += problem.startswith("silent wrong")
+            t.other += not problem.startswith(("traceback", "silent wrong"))
+            if len(t.examples) < 3:
+                t.examples.append((value if not isinstance(value, bytes) else value[:40], problem))
+
+    return probe_loader
+
+
+def _print_and_check(tallies, capsys):
     with capsys.disabled():
         print(f"\n{'fuzz target':<30} {'tried':>6} {'tracebacks':>11} {'silent wrong':>13} {'other':>6}")
         for name, t in tallies.items():
