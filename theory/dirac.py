@@ -65,7 +65,7 @@ from functools import cached_property
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
+from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite, check_weight_vector
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
@@ -270,22 +270,7 @@ class DiracMixture:
                 f"atoms must have |coordinate| <= ATOM_ABS_MAX = {ATOM_ABS_MAX:g} (squared distances overflow beyond); "
                 f"got {big:.3g}. Rescale the data: atoms c*mu at log-SNR lam equal atoms mu at lam + 2 log c")
         k = atoms.shape[0]
-        if weights is None:
-            weights = np.full(k, 1.0 / k)
-        else:
-            weights = as_float_array(weights, "weights")
-            if weights.shape != (k,):
-                raise ValueError(f"weights must have shape ({k},) to match atoms of shape {atoms.shape}; got {weights.shape}")
-            check_finite(weights, "weights")
-            if np.any(weights < 0):
-                bad = int(np.flatnonzero(weights < 0)[0])
-                raise ValueError(f"weights must be > 0; entry {bad} is {weights[bad]!r}")
-            if not np.any(weights > 0):
-                raise ValueError("weights must not be all zero (they are normalised to sum 1)")
-            if np.any(weights == 0):
-                bad = int(np.flatnonzero(weights == 0)[0])
-                raise ValueError(f"weights must be > 0 (remove atoms of zero weight); entry {bad} is 0.0")
-            weights = weights / weights.sum()
+        weights = check_weight_vector(weights, k, positive=True, normalise=True)
         atoms, weights, self.n_merged = merge_duplicate_atoms(atoms, weights)
         if self.n_merged:
             weights = weights / weights.sum()  # sums of rounded weights: one atom gets exactly 1

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory._limits import refuse_complex
 
@@ -124,22 +124,7 @@ def validate_weights(weights, n_atoms: int) -> np.ndarray:
     -------
     ndarray, shape (K,), float64
     """
-    if weights is None:
-        return np.full(n_atoms, 1.0 / n_atoms)
-    refuse_complex(weights, "weights")
-    w = as_float_array(weights, "weights")
-    if w.shape != (n_atoms,):
-        raise ValueError(f"weights must have shape ({n_atoms},) to match atoms; got {w.shape}")
-    check_finite(w, "weights")
-    if np.any(w < 0):
-        bad = int(np.flatnonzero(w < 0)[0])
-        raise ValueError(f"weights must be >= 0; entry {bad} is {w[bad]!r}")
-    total = float(w.sum())
-    if total <= 0:
-        raise ValueError("weights must not be all zero (they are probabilities summing to 1)")
-    if abs(total - 1.0) > 1e-9:
-        raise ValueError(f"weights must sum to 1 (within 1e-9); they sum to {total!r}")
-    return w / total
+    return check_weight_vector(weights, n_atoms)
 
 
 def _validate_lam(lam) -> np.ndarray:

@@ -15,6 +15,7 @@ __all__ = [
     "ConvergenceWarning",
     "RegularizationWarning",
     "as_float_array",
+    "check_weight_vector",
     "check_finite",
     "check_choice",
     "check_interval",
@@ -97,6 +98,70 @@ def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> 
             if want is not None and got != want:
                 raise ValueError(f"{name} must have shape {tuple(shape)} (None = any); got {arr.shape} (axis {axis})")
     return arr
+
+
+def check_weight_vector(weights, k: int, *, of: str = "atoms", positive: bool = False,
+                        normalise: bool = False) -> np.ndarray:
+    r"""Mixture weights as a ``(k,)`` float64 probability vector, the one check of every mixture model.
+
+    ``None`` gives :math:`1/k` each.  Entries must be real, finite and :math:`\ge 0` (:math:`> 0` with
+    ``positive``), not all zero; with ``normalise`` they are divided by their sum (any positive
+    scale), otherwise the sum must be within 1e-9 of 1 (then renormalised to remove that rounding).
+
+    Parameters
+    ----------
+    weights : array_like, shape (k,), or None
+        The weights.
+    k : int
+        Number of components.
+    of : str, default 'atoms'
+        What the weights belong to, quoted in error messages.
+    positive : bool, default False
+        Refuse zero entries (a model that keeps log-weights needs them > 0).
+    normalise : bool, default False
+        Divide by the sum instead of requiring a sum of 1.
+
+    Returns
+    -------
+    ndarray, shape (k,), float64
+        :math:`w / \sum_j w_j`.
+
+    Raises
+    ------
+    ValueError
+        Complex, wrong shape, non-finite, negative (or zero with ``positive``), all zero, or (without
+        ``normalise``) a sum further than 1e-9 from 1.
+
+    Examples
+    --------
+    >>> check_weight_vector([1.0, 3.0], 2, normalise=True).tolist()
+    [0.25, 0.75]
+    >>> check_weight_vector([0.5, 0.6], 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: weights must sum to 1 (within 1e-9); they sum to 1.1
+    """
+    if weights is None:
+        return np.full(k, 1.0 / k)
+    w = as_float_array(weights, "weights")
+    if w.shape != (k,):
+        raise ValueError(f"weights must have shape ({k},) to match {of}; got {w.shape}")
+    check_finite(w, "weights")
+    if np.any(w < 0):
+        bad = int(np.flatnonzero(w < 0)[0])
+        raise ValueError(f"weights must be {'>' if positive else '>='} 0; entry {bad} is {float(w[bad])!r}")
+    top = float(w.max())
+    if not top > 0:
+        raise ValueError("weights must not be all zero (they are normalised to sum 1)")
+    if normalise:
+        w = w / top  # weights of 1e308 each must not overflow their sum
+    total = float(w.sum())
+    if positive and np.any(w == 0):
+        bad = int(np.flatnonzero(w == 0)[0])
+        raise ValueError(f"weights must be > 0 (remove {of} of zero weight); entry {bad} is 0.0")
+    if not normalise and abs(total - 1.0) > 1e-9:
+        raise ValueError(f"weights must sum to 1 (within 1e-9); they sum to {total!r}")
+    return w / total
 
 
 def check_finite(arr: np.ndarray, name: str) -> np.ndarray:

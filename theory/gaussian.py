@@ -29,7 +29,7 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory._observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
@@ -305,18 +305,7 @@ class GaussianManifoldMixture:
             if c.dim != d:
                 raise ValueError(f"components must share dim; components[0].dim = {d}, components[{i}].dim = {c.dim}")
         j = len(comps)
-        if weights is None:
-            weights = np.full(j, 1.0 / j)
-        else:
-            refuse_complex(weights, "weights")
-            weights = as_float_array(weights, "weights")
-            if weights.shape != (j,):
-                raise ValueError(f"weights must have shape ({j},) to match components; got {weights.shape}")
-            check_finite(weights, "weights")
-            if np.any(weights <= 0):
-                bad = int(np.flatnonzero(weights <= 0)[0])
-                raise ValueError(f"weights must be > 0; entry {bad} is {weights[bad]!r}")
-            weights = weights / weights.sum()
+        weights = check_weight_vector(weights, j, of="components", positive=True, normalise=True)
         self.components = comps
         self.weights = weights
         self.log_weights = np.log(weights)
