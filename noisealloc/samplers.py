@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from noisealloc.theory._inverse_cdf import draw_piecewise_linear
+
 __all__ = ["U_CLAMP", "ScheduleTable", "load_table", "NumpySampler", "TorchSampler", "JaxSampler",
            "to_numpy", "feed_estimator"]
 
@@ -174,15 +176,8 @@ class NumpySampler:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"n must be a non-negative integer; got {n!r}")
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        x, f, c = self.table.knots, self.table.pdf, self.table.cdf
-        q = np.clip(rng.random(int(n)), U_CLAMP, 1.0 - U_CLAMP) * c[-1]
-        i = np.clip(np.searchsorted(c, q, side="right") - 1, 0, x.size - 2)
-        w = x[i + 1] - x[i]
-        r = np.clip(q - c[i], 0.0, c[i + 1] - c[i])
-        disc = np.maximum(f[i] ** 2 + 2.0 * (f[i + 1] - f[i]) * r / w, 0.0)
-        den = f[i] + np.sqrt(disc)
-        step = np.divide(2.0 * r, den, out=np.zeros_like(r), where=den > 0)
-        return x[i] + np.clip(step, 0.0, w)
+        t = self.table
+        return draw_piecewise_linear(t.knots, t.pdf, t.cdf, np.clip(rng.random(int(n)), U_CLAMP, 1.0 - U_CLAMP))
 
 
 class TorchSampler:

@@ -96,11 +96,19 @@ def test_sample_from_table_matches_tabulated_law(tmp_path):
 
 
 def test_sample_from_table_uses_numpy_only():
-    names = set(IO.sample_from_table.__code__.co_names)
+    """sample_from_table and the one inverse-CDF kernel it shares with noisealloc.samplers use numpy only."""
+    from noisealloc.theory import _inverse_cdf
+
     allowed = set(dir(np)) | set(dir(np.random)) | set(dir(builtins)) | {
         "np", "random", "Generator", "default_rng", "asarray", "float64", "ndim", "shape", "size", "integer",
     }
-    assert names <= allowed, names - allowed
+    for fn, extra in ((IO.sample_from_table, {"draw_piecewise_linear"}),
+                      (_inverse_cdf.draw_piecewise_linear, {"invert_piecewise_linear_cdf"}),
+                      (_inverse_cdf.invert_piecewise_linear_cdf, set())):
+        names = set(fn.__code__.co_names)
+        assert names <= allowed | extra, (fn.__name__, names - allowed - extra)
+    assert set(vars(_inverse_cdf)) - {"np", "annotations"} <= {
+        "invert_piecewise_linear_cdf", "draw_piecewise_linear", "__all__"} | {k for k in vars(_inverse_cdf) if k.startswith("__")}
 
 
 def test_collection_roundtrip_and_order(tmp_path):

@@ -161,19 +161,9 @@ def one_minus_bessel_ratio_sq(kappa):
     ndarray
         Of the shape of ``kappa`` (:math:`\sim 1/\kappa` for large :math:`\kappa`).
     """
-    kappa = np.asarray(kappa, dtype=np.float64)
-    out = np.empty_like(kappa)
-    small = kappa < _ASYMP_KAPPA
-    a = ive(1, kappa[small]) / ive(0, kappa[small])
-    out[small] = 1.0 - a * a
-    kb = kappa[~small]
-    if kb.size:
-        inv = (1.0 / kb)[:, None] ** np.arange(_N_ASYMP)[None, :]
-        s0 = inv @ (_SIGNS * _A0)
-        diff = inv @ (_SIGNS * (_A0 - _A1))  # ~ 1/(2 kappa): I0 - I1 relative to the common factor
-        one_minus_a = diff / s0
-        out[~small] = one_minus_a * (2.0 - one_minus_a)
-    return out
+    # 1 - a^2 = (1 - a)(2 - (1 - a)): the large-kappa series of 1 - a keeps the relative accuracy.
+    oma = _one_minus_a(np.asarray(kappa, dtype=np.float64))
+    return oma * (2.0 - oma)
 
 
 def log_i0_minus_quadratic(kappa):

@@ -46,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory import tolerances
+from noisealloc.theory._inverse_cdf import draw_piecewise_linear
 from noisealloc.theory.schedules import Schedule, TabulatedSchedule
 
 __all__ = [
@@ -553,16 +554,6 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
         raise ValueError("table must hold 1-d 'knots', 'pdf' and 'cdf' of equal length >= 2")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative integer; got {n!r}")
-    h = np.diff(x)
-    m = np.diff(C)
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    q = np.clip(rng.random(int(n)), u_clamp, 1.0 - u_clamp) * C[-1]
-    i = np.clip(np.searchsorted(C, q, side="right") - 1, 0, h.size - 1)
-    r = np.clip(q - C[i], 0.0, m[i])
-    disc = np.maximum(f[i] ** 2 + 2.0 * (f[i + 1] - f[i]) * r / h[i], 0.0)
-    den = f[i] + np.sqrt(disc)
-    # A cell whose density starts at 0 has den = 0 exactly when r = 0 (the draw sits on its left
-    # knot): the step is 0 there, not 0/0, so zero-density runs never produce NaN.
-    step = np.divide(2.0 * r, den, out=np.zeros_like(r), where=den > 0)
-    return x[i] + np.clip(step, 0.0, h[i])
+    return draw_piecewise_linear(x, f, C, np.clip(rng.random(int(n)), u_clamp, 1.0 - u_clamp))
 

@@ -72,6 +72,7 @@ import numpy as np
 from scipy import special
 
 from noisealloc.theory import tolerances
+from noisealloc.theory._inverse_cdf import invert_piecewise_linear_cdf
 from noisealloc.theory.coordinates import Coordinate, get_coordinate
 from noisealloc.theory.errors import (
     as_float_array,
@@ -932,17 +933,8 @@ def _cell_cum(x, f, C, h, u):
 
 
 def _cell_inv(x, f, C, h, m, q):
-    r"""Inverse of :func:`_cell_cum`: solve :math:`a s^2 + f_i s = r` stably per cell.
-
-    With :math:`a = (f_{i+1} - f_i)/(2h)`, the root is
-    :math:`s = 2r / (f_i + \sqrt{f_i^2 + 4 a r})`; the square root is the density at
-    the solution, so it is >= 0 and the denominator is > 0 for a positive density.
-    """
-    i = np.clip(np.searchsorted(C, q, side="right") - 1, 0, len(h) - 1)
-    r = np.clip(q - C[i], 0.0, m[i])
-    disc = np.maximum(f[i] ** 2 + 2.0 * (f[i + 1] - f[i]) * r / h[i], 0.0)
-    s = 2.0 * r / (f[i] + np.sqrt(disc))
-    return x[i] + np.clip(s, 0.0, h[i])
+    r"""Inverse of :func:`_cell_cum` (see :func:`noisealloc.theory._inverse_cdf.invert_piecewise_linear_cdf`)."""
+    return invert_piecewise_linear_cdf(x, f, C, q)
 
 
 class TabulatedSchedule(Schedule):
