@@ -179,6 +179,11 @@ def _span(model):
     return center, vt[: model.span_dim]
 
 
+#: Memory of one block of the 1-D posterior-weight quadrature (values and intermediates at the
+#: 21 Kronrod nodes of its intervals); levels are integrated in blocks that fit.
+_QUAD_BLOCK_BYTES = 256 * 2**20
+
+
 def _posterior_weights(y, mu, log_pi, sig2):
     """Posterior weights (N, K) for observations y (N, r) of atoms mu (K, r): the Dirac model's kernel."""
     _log_p, _tr_c, _ent, log_w = _posterior_kernel(y, np.full(y.shape[0], sig2), mu, log_pi)
@@ -249,15 +254,34 @@ def _moments_1d_adaptive(coords, log_pi, pi, lam):
         return np.vstack([(dens[:, None] * ww).T, (tw[:, None] * ww).T])
 
     n_out = 2 * iu[0].size
-    res = adaptive_gauss_kronrod(f, a, b, pid, lam.size, n_out=n_out, rtol=1e-10, atol=1e-300, warn=False)
+    half = iu[0].size
     S = np.zeros((lam.size, K, K))
     T = np.zeros((lam.size, K, K))
-    half = iu[0].size
-    S[:, iu[0], iu[1]] = res.value[:half].T
-    T[:, iu[0], iu[1]] = res.value[half:].T
+    ok = True
+    # Blocks of levels: the quadrature holds n_out values at 21 nodes of every interval of the levels
+    # it integrates at once (K = 16 atoms on 97 levels: ~2e5 intervals x 272 outputs, 8 GB at once).
+    per_level = np.bincount(pid, minlength=lam.size)
+    budget = max(1, _QUAD_BLOCK_BYTES // (8 * 21 * (n_out + 4 * K)))  # intervals per block
+    start = 0
+    while start < lam.size:
+        stop = start + 1
+        while stop < lam.size and per_level[start:stop + 1].sum() <= budget:
+            stop += 1
+        sel = (pid >= start) & (pid < stop)
+        offset = start
+
+        def f_block(y, p, offset=offset):
+            return f(y, p + offset)
+
+        res = adaptive_gauss_kronrod(f_block, a[sel], b[sel], pid[sel] - start, stop - start, n_out=n_out,
+                                     rtol=1e-10, atol=1e-300, warn=False)
+        S[start:stop, iu[0], iu[1]] = res.value[:half].T
+        T[start:stop, iu[0], iu[1]] = res.value[half:].T
+        ok = ok and bool(np.all(res.success))
+        start = stop
     S = S + np.triu(S, 1).transpose(0, 2, 1)
     T = T + np.triu(T, 1).transpose(0, 2, 1)
-    return S, T, bool(np.all(res.success))
+    return S, T, ok
 
 
 def posterior_weight_matrices(model, lam, *, omega: Callable = _elbo, n_nodes: int = 64, n_mc: int = 20000,
