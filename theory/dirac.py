@@ -87,6 +87,23 @@ QUAD_MAX_ATOMS = {0: 10**9, 1: 64, 2: 8}
 QUAD_RTOL_TARGET = 1e-11
 _INNER_RTOL = 1e-12
 _TINY = 1e-300
+#: A boundary line between two atoms is a cut of the 2-D boundary-cut rule only where both atoms'
+#: logits are within this many nats of the largest (:func:`_near_top`); 30 nats keeps every cut where
+#: the two are among the leading weights, with a wide margin around the cell vertices.
+CUT_RELEVANCE_NATS = 30.0
+#: Gauss--Hermite orders per axis tried in turn, by span dimension (the tensor rule of the component
+#: frames, :func:`_quad_gauss_hermite`): each level takes the first order that agrees with the one
+#: before it to ``rtol``.  The largest 2-D order costs 64^2 nodes per atom.
+GH_ORDERS = {1: (16, 32, 64, 128, 256), 2: (8, 16, 32, 64)}
+#: Order n per axis resolves a boundary layer of width sigma/d (pair distance d) in the component
+#: frames while d/sigma <= GH_RESOLVED_SEPARATION * sqrt(n): measured on two atoms, order 40 is
+#: 3e-14 accurate at d/sigma = 1, 80 is 2e-10 at 2, 160 is 2e-10 at 3 (then the doubling test fails).
+GH_RESOLVED_SEPARATION = 0.25
+#: Levels whose closest pair is more than this many sigma apart go straight to the boundary-cut rule
+#: (their layers are too thin for every order of GH_ORDERS).
+GH_MAX_SEPARATION = 4.0
+#: The layers an order does not resolve must carry at most this fraction of rtol of mmse and H.
+GH_UNRESOLVED_FRACTION = 1e-2
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
 # Monte-Carlo sample count when none is given.
 _DEFAULT_SAMPLES = 4096
@@ -705,10 +722,7 @@ class DiracMixture:
             ent = np.full(lam.shape, self.entropy)
             info = {"span_dim": 0}
             return Estimate(z, 0.0, label, 0.0, None, info), Estimate(ent, 0.0, label, 0.0, None, info)
-        if r == 1:
-            val, err, info = _quad_1d(coords[:, 0], self.log_weights, flat, rtol)
-        else:
-            val, err, info = _quad_2d(coords, self.log_weights, flat, rtol)
+        val, err, info = _quad_per_level(coords, self.log_weights, flat, rtol)
         info["span_dim"] = r
         out = []
         for i in range(2):
@@ -721,7 +735,146 @@ class DiracMixture:
         return tuple(out)
 
 
+# ---------------------------------------------------------------------- Gauss-Hermite per level
+def _gh_rule(n: int, r: int):
+    r"""Tensor Gauss--Hermite rule of order ``n`` per axis for :math:`E\,g(z)`, :math:`z \sim N(0, I_r)`.
+
+    Returns nodes (M, r) and weights (M,) summing to 1 (nodes of exactly zero weight dropped).
+    """
+    from scipy.special import roots_hermitenorm
+
+    z1, w1 = roots_hermitenorm(n)
+    w1 = w1 / math.sqrt(2.0 * math.pi)
+    grids = np.meshgrid(*([z1] * r), indexing="ij")
+    wts = np.meshgrid(*([w1] * r), indexing="ij")
+    z = np.stack([g.ravel() for g in grids], axis=1)
+    w = np.prod(np.stack([g.ravel() for g in wts], axis=1), axis=1)
+    keep = w > 0
+    return z[keep], w[keep] / w[keep].sum()
+
+
+def _gh_integrals(mu, log_pi, lam, n, *, max_entries=1 << 22):
+    r"""(2, L) Gauss--Hermite values of :math:`E\,\mathrm{tr}\,C` and :math:`E\,\mathcal H(w)` at the levels ``lam``.
+
+    Component ``k`` is integrated in its own frame, :math:`x = \mu_k + \sigma z`, so that
+    :math:`E f(x) = \sum_k \pi_k E_z f(\mu_k + \sigma z)` with the tensor rule :func:`_gh_rule`;
+    the logits relative to atom ``k``,
+    :math:`\Delta_j = \log\pi_j/\pi_k - z\cdot(\mu_k - \mu_j)/\sigma - \|\mu_k - \mu_j\|^2/2\sigma^2`,
+    are one small GEMM per component (level-independent) scaled per level.  The trace and the
+    entropy are formed relative to the dominant atom as in :func:`_posterior_kernel`.
+    """
+    k_atoms, r = mu.shape
+    z, w = _gh_rule(n, r)
+    m_nodes = z.shape[0]
+    sigma = np.exp(-0.5 * lam)
+    inv_s = 1.0 / sigma
+    inv_2s2 = 0.5 * inv_s * inv_s
+    d2 = np.einsum("kjr,kjr->kj", mu[:, None, :] - mu[None, :, :], mu[:, None, :] - mu[None, :, :])
+    out = np.zeros((2, lam.size))
+    step = max(1, max_entries // max(1, m_nodes * k_atoms))
+    for k in range(k_atoms):
+        a = z @ (mu[k][None, :] - mu).T  # (M, K): z . (mu_k - mu_j)
+        c0 = log_pi - log_pi[k]
+        for s in range(0, lam.size, step):
+            sl = slice(s, s + step)
+            delta = (c0[None, None, :] - a[None, :, :] * inv_s[sl, None, None]
+                     - d2[k][None, None, :] * inv_2s2[sl, None, None])  # (l, M, K)
+            dom = np.argmax(delta, axis=2)
+            dd = delta - np.take_along_axis(delta, dom[..., None], axis=2)
+            e = np.exp(dd)
+            np.put_along_axis(e, dom[..., None], 0.0, axis=2)
+            l1p = np.log1p(e.sum(axis=2))
+            log_w = dd - l1p[..., None]
+            wt = np.exp(log_w)
+            ent = np.maximum(np.einsum("lmk,lmk->lm", wt, -log_w), 0.0)
+            s1 = np.einsum("lmk,lmk->lm", wt, d2[dom])  # sum_j w_j |mu_j - mu_dom|^2
+            sh2 = np.zeros(s1.shape)
+            for q in range(r):  # |m - mu_dom|^2, each coordinate relative to the dominant atom
+                sh = np.einsum("lmk,lmk->lm", wt, mu[None, None, :, q] - mu[dom, q][..., None])
+                sh2 += sh * sh
+            trc = np.maximum(s1 - sh2, 0.0)
+            out[0, sl] += math.exp(log_pi[k]) * (trc @ w)
+            out[1, sl] += math.exp(log_pi[k]) * (ent @ w)
+    return out
+
+
+def _gh_unresolved_bound(mu, log_pi, lam, n):
+    r"""(L,) bound on the part of mmse and H carried by boundary layers too thin for order ``n``.
+
+    A pair :math:`(j, k)` at distance :math:`d` has a layer of width :math:`\sigma/d` in the
+    component frames; the order-``n`` rule resolves it while :math:`s = d/\sigma \le`
+    :data:`GH_RESOLVED_SEPARATION` :math:`\sqrt{n}`.  The layers of the other pairs carry at most
+    :math:`2\sqrt{\pi_j\pi_k}\max(d^2, 1.24)\,e^{-s^2/8}` of mmse or H (the Bhattacharyya bounds of
+    :func:`noisealloc.theory._limits.dirac_underflow_snr`, per pair).
+    """
+    a, b = np.triu_indices(mu.shape[0], 1)
+    d2 = np.einsum("pr,pr->p", mu[a] - mu[b], mu[a] - mu[b])
+    s2 = d2[None, :] * np.exp(lam)[:, None]
+    thin = s2 > GH_RESOLVED_SEPARATION ** 2 * n
+    pref = 2.0 * np.exp(0.5 * (log_pi[a] + log_pi[b])) * np.maximum(d2, 1.24)
+    return np.sum(np.where(thin, pref[None, :] * np.exp(-s2 / 8.0), 0.0), axis=1)
+
+
+def _quad_gauss_hermite(mu, log_pi, lam, rtol):
+    r"""Per-level tensor Gauss--Hermite with a doubling error estimate.
+
+    Orders :data:`GH_ORDERS` ``[r]`` are tried in turn on the levels not yet accepted; a level is
+    accepted at order :math:`n_{i+1}` when :math:`|Q_{n_i} - Q_{n_{i+1}}| \le \mathrm{rtol}\,|Q_{n_{i+1}}|`
+    for mmse and H, and the layers the order does not resolve carry less than
+    :data:`GH_UNRESOLVED_FRACTION` ``* rtol`` of both (:func:`_gh_unresolved_bound`).  Levels whose
+    smallest pair separation exceeds :data:`GH_MAX_SEPARATION` sigma are not tried.
+
+    Returns
+    -------
+    value, abs_error : (2, L), with NaN where not accepted;  order : (L,) int, 0 where not accepted.
+    """
+    r = mu.shape[1]
+    orders = GH_ORDERS[r]
+    value = np.full((2, lam.size), np.nan)
+    err = np.full((2, lam.size), np.nan)
+    order = np.zeros(lam.size, dtype=int)
+    a, b = np.triu_indices(mu.shape[0], 1)
+    dmin2 = float(np.min(np.einsum("pr,pr->p", mu[a] - mu[b], mu[a] - mu[b])))
+    todo = np.flatnonzero(dmin2 * np.exp(lam) <= GH_MAX_SEPARATION ** 2)
+    prev = _gh_integrals(mu, log_pi, lam[todo], orders[0]) if todo.size else None
+    for n in orders[1:]:
+        if todo.size == 0:
+            break
+        cur = _gh_integrals(mu, log_pi, lam[todo], n)
+        diff = np.abs(cur - prev)
+        tiny = _gh_unresolved_bound(mu, log_pi, lam[todo], n)
+        ok = (np.all(diff <= rtol * np.abs(cur), axis=0) & np.all(cur > 0, axis=0)
+              & np.all(tiny[None, :] <= GH_UNRESOLVED_FRACTION * rtol * cur, axis=0))
+        idx = todo[ok]
+        value[:, idx], err[:, idx], order[idx] = cur[:, ok], diff[:, ok] + tiny[None, ok], n
+        todo, prev = todo[~ok], cur[:, ~ok]
+    return value, err, order
+
+
 # ---------------------------------------------------------------------- quadrature drivers
+def _quad_per_level(mu, log_pi, lam, rtol):
+    r"""(value, abs_error, info) of :math:`E\,\mathrm{tr}\,C` and :math:`E\,\mathcal H(w)` with the rule chosen per level.
+
+    Tensor Gauss--Hermite in the component frames (:func:`_quad_gauss_hermite`) at every level where
+    its doubling estimate and the unresolved-layer bound meet ``rtol``; the boundary-cut rule
+    (:func:`_quad_1d` / :func:`_quad_2d`) at the others, in one vectorised call.  ``info`` holds
+    ``gauss_hermite_order`` (per level; 0 where the boundary-cut rule was used) and ``rule_counts``.
+    """
+    r = mu.shape[1]
+    val, err, order = _quad_gauss_hermite(mu, log_pi, lam, rtol)
+    rest = order == 0
+    info = {"n_intervals": 0, "nfev": 0, "nit": 0, "success": True}
+    if np.any(rest):
+        if r == 1:
+            v, e, info = _quad_1d(mu[:, 0], log_pi, lam[rest], rtol)
+        else:
+            v, e, info = _quad_2d(mu, log_pi, lam[rest], rtol)
+        val[:, rest], err[:, rest] = v, e
+    info["gauss_hermite_order"] = order.astype(np.float64)
+    info["rule_counts"] = {"gauss-hermite": int(np.sum(~rest)), "boundary-cut": int(np.sum(rest))}
+    return val, err, info
+
+
 def _pairs(k, mu, *, all_pairs=True):
     if all_pairs:
         a, b = np.triu_indices(k, 1)
@@ -767,7 +920,26 @@ def _quad_1d(mu1, log_pi, lam, rtol):
                                       "success": res.success}
 
 
-def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
+def _near_top(points, sig2, mu, log_pi, atoms):
+    r"""Whether every atom of ``atoms`` is within :data:`CUT_RELEVANCE_NATS` of the largest logit at ``points``.
+
+    ``points`` (..., 2), ``sig2`` broadcastable to ``points.shape[:-1]``, ``atoms`` a tuple of integer
+    arrays broadcastable likewise.  NaN points are not relevant.  A boundary line between ``a`` and
+    ``b`` makes the integrand non-smooth only where ``a`` and ``b`` are the two largest posterior
+    weights (elsewhere the log-sum-exp is dominated by a third atom and is analytic across it), so a
+    cut there is needed only near the top; the margin keeps every cut near a cell vertex.
+    """
+    d = points[..., None, :] - mu
+    logit = log_pi - np.einsum("...kr,...kr->...k", d, d) / (2.0 * sig2[..., None])
+    top = logit.max(axis=-1)
+    ok = np.isfinite(top)
+    for idx in atoms:
+        ok &= np.take_along_axis(logit, np.broadcast_to(idx, top.shape)[..., None], axis=-1)[..., 0] \
+            >= top - CUT_RELEVANCE_NATS
+    return ok
+
+
+def _quad_2d(mu, log_pi, lam, rtol, chunk=256, prune=True):
     k = mu.shape[0]
     sigma, sig2, delta = _scales(mu, lam)
     a, b, n = _pairs(k, mu)
@@ -787,6 +959,13 @@ def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
         det = n[i1, 0] * n[i2, 1] - n[i1, 1] * n[i2, 0]
         okd = np.abs(det) > 1e-12 * nn[i1] * nn[i2]
         x_vert = np.where(okd[None, :], (c[:, i1] * n[None, i2, 1] - c[:, i2] * n[None, i1, 1]) / det[None, :], np.nan)
+        if prune:  # only the cuts where the pair's atoms are (near) the two most probable ones
+            y_vert = (n[None, i1, 0] * c[:, i2] - n[None, i2, 0] * c[:, i1]) / det[None, :]
+            pv = np.stack([x_vert, y_vert], axis=-1)
+            keep_v = _near_top(pv, sig2[:, None], mu, log_pi, (a[i1], b[i1], a[i2], b[i2]))
+            x_vert = np.where(keep_v, x_vert, np.nan)
+            pl = np.stack([x_line, np.broadcast_to(mid[None, :, 1], x_line.shape)], axis=-1)
+            x_line = np.where(_near_top(pl, sig2[:, None], mu, log_pi, (a, b)), x_line, np.nan)
     cuts0 = np.concatenate([np.broadcast_to(mu[:, 0], (lam.size, k)), x_line, x_vert], axis=1)
     ia, ib, ip = graded_breakpoints(cuts0, lo0, hi0, delta)
     stats = {"inner_intervals": 0, "inner_nfev": 0, "inner_success": True}
@@ -797,6 +976,9 @@ def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
             xs, ps = x0[s:s + chunk], p[s:s + chunk]
             with np.errstate(divide="ignore", invalid="ignore"):
                 cr = np.where(ok1[None, :], (c[ps] - n[None, :, 0] * xs[:, None]) / n[None, :, 1], np.nan)
+                if prune:
+                    pc = np.stack([np.broadcast_to(xs[:, None], cr.shape), cr], axis=-1)
+                    cr = np.where(_near_top(pc, sig2[ps][:, None], mu, log_pi, (a, b)), cr, np.nan)
             cuts1 = np.concatenate([np.broadcast_to(mu[:, 1], (xs.size, k)), cr], axis=1)
             ja, jb, jp = graded_breakpoints(cuts1, lo1[ps], hi1[ps], delta[ps])
 
