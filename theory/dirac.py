@@ -87,6 +87,10 @@ QUAD_MAX_ATOMS = {0: 10**9, 1: 64, 2: 8}
 QUAD_RTOL_TARGET = 1e-11
 _INNER_RTOL = 1e-12
 _TINY = 1e-300
+# Absolute tolerance of the pair-frame integrals in their scaled units (the pair's integrand is O(1) at
+# its boundary layer): far tails of 1e-270 cannot be matched to a relative tolerance in float64.  Its
+# effect is added to the reported error, so a level where it matters fails its rtol test.
+_PAIR_ATOL = 1e-26
 #: A boundary line between two atoms is a cut of the 2-D boundary-cut rule only where both atoms'
 #: logits are within this many nats of the largest (:func:`_near_top`); 30 nats keeps every cut where
 #: the two are among the leading weights, with a wide margin around the cell vertices.
@@ -852,6 +856,186 @@ def _quad_gauss_hermite(mu, log_pi, lam, rtol):
 
 
 # ---------------------------------------------------------------------- quadrature drivers
+def _pair_kernel(z, inv_s, mu, log_pi, a, b):
+    r"""Scaled pair integrands at frame points: :math:`d_{ab}^2 w_b` and :math:`\mathcal H(w)\,w_b/Q`.
+
+    ``z`` (N, 2) points of atom ``a``'s frame, :math:`x = \mu_a + \sigma z`; ``inv_s`` (N,) :math:`1/\sigma`;
+    ``a``, ``b`` (N,) the pair.  :math:`Q = \sum_{c<d} w_c w_d = \tfrac12\sum_c w_c(1 - w_c)`, formed with
+    :math:`1 - w_{dom}` as the sum of the other weights (no cancellation).
+    """
+    n = z.shape[0]
+    rows = np.arange(n)
+    dmu = mu[a][:, None, :] - mu[None, :, :]  # mu_a - mu_j, (N, K, 2)
+    delta = ((log_pi[None, :] - log_pi[a][:, None]) - np.einsum("nr,nkr->nk", z, dmu) * inv_s[:, None]
+             - 0.5 * np.einsum("nkr,nkr->nk", dmu, dmu) * (inv_s * inv_s)[:, None])
+    dom = np.argmax(delta, axis=1)
+    dd = delta - delta[rows, dom][:, None]
+    e = np.exp(dd)
+    e[rows, dom] = 0.0
+    rest = e.sum(axis=1)
+    l1p = np.log1p(rest)
+    log_w = dd - l1p[:, None]
+    w = np.exp(log_w)
+    ent = np.maximum(np.einsum("nk,nk->n", w, -log_w), 0.0)
+    one_minus = 1.0 - w
+    one_minus[rows, dom] = rest / (1.0 + rest)
+    q = 0.5 * np.einsum("nk,nk->n", w, one_minus)
+    wb = w[rows, b]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h_part = np.where(q > 0, ent * wb / np.where(q > 0, q, 1.0), 0.0)
+    d2 = np.einsum("nr,nr->n", mu[b] - mu[a], mu[b] - mu[a])
+    return d2 * wb, h_part
+
+
+def _quad_2d_pairs(mu, log_pi, lam, rtol):
+    r"""2-D rule in the frames of atom pairs; (value, abs_error) (2, L), accepted (L,) bool, info.
+
+    With :math:`\mathrm{tr}\,C = \sum_{a<b} w_a w_b d_{ab}^2` and the partition of unity
+    :math:`\psi_{ab} = w_a w_b / Q` of the entropy, and :math:`p\,w_a = \pi_a N(x; \mu_a, \sigma^2 I)`,
+
+    .. math:: \mathrm{mmse} = \sum_{a<b} \pi_a E_z[d_{ab}^2 w_b], \qquad
+              H = \sum_{a<b} \pi_a E_z[\mathcal H(w)\, w_b / Q], \qquad x = \mu_a + \sigma z .
+
+    Each term's mass sits in the boundary layer of the pair: in rotated coordinates
+    :math:`z = t e_1 + u e_2` (:math:`e_1` towards :math:`\mu_b`) at :math:`t_0 = s/2 + \log(\pi_a/\pi_b)/s`,
+    :math:`s = d_{ab}/\sigma`, decaying on the scale :math:`h = \min(1, 2/s)` on both sides.  The
+    outer integral over ``t`` starts from panels at :math:`t_0 + h\tau` (fixed :math:`\tau`), cut at
+    the cell vertices, and is adaptive (G10/K21); the inner one over ``u`` is adaptive, cut and graded
+    where the boundary lines whose atoms are near the top cross it.  Pairs whose whole layer carries,
+    by the Bhattacharyya bound, less than ``e^-60`` of the largest pair's bound are skipped; a level is
+    accepted when the error estimate meets ``rtol`` and the skipped pairs' bounds are below
+    ``1e-2 rtol`` of the value.
+    """
+    k = mu.shape[0]
+    n_lev = lam.size
+    sigma = np.exp(-0.5 * lam)
+    sig2 = sigma * sigma
+    pa, pb = np.triu_indices(k, 1)
+    dvec = mu[pb] - mu[pa]
+    dist = np.sqrt(np.einsum("pr,pr->p", dvec, dvec))
+    e1 = dvec / dist[:, None]
+    e2 = np.stack([-e1[:, 1], e1[:, 0]], axis=1)
+    s = dist[None, :] / sigma[:, None]  # (L, P)
+    t0 = 0.5 * s + (log_pi[pa] - log_pi[pb])[None, :] / s
+    s2o8 = s * s / 8.0
+    log_bound = (math.log(2.0) + 0.5 * (log_pi[pa] + log_pi[pb])[None, :]
+                 + np.log(np.maximum(dist[None, :] ** 2, 1.24 + s2o8 + math.log(k))) - s2o8)
+    keep = log_bound >= log_bound.max(axis=1, keepdims=True) - 60.0
+    pl, pp = np.nonzero(keep)
+    n_prob = pl.size
+    h = np.minimum(1.0, 2.0 / s[pl, pp])
+    tc = t0[pl, pp]
+    tstar = np.maximum(tc, 0.0)
+    log_scale = log_pi[pa[pp]] - math.log(2.0 * math.pi) - 0.5 * tstar * tstar
+    t_lo = np.minimum(tc, 0.0) - 13.0
+    t_hi = tstar + 13.0
+    # boundary lines n.x = c (x in span coordinates) of every pair, per level
+    a_all, b_all, n_all = _pairs(k, mu)
+    c_all = _planes(mu, log_pi, a_all, b_all, n_all, sig2)  # (L, P)
+    i1, i2 = np.triu_indices(n_all.shape[0], 1)
+    det = n_all[i1, 0] * n_all[i2, 1] - n_all[i1, 1] * n_all[i2, 0]
+    nn = np.sqrt(np.einsum("pr,pr->p", n_all, n_all))
+    okd = np.abs(det) > 1e-12 * nn[i1] * nn[i2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xv = np.where(okd[None, :], (c_all[:, i1] * n_all[None, i2, 1] - c_all[:, i2] * n_all[None, i1, 1]) / det, np.nan)
+        yv = np.where(okd[None, :], (n_all[None, i1, 0] * c_all[:, i2] - n_all[None, i2, 0] * c_all[:, i1]) / det, np.nan)
+    pv = np.stack([xv, yv], axis=-1)  # (L, V, 2)
+    rel_v = _near_top(pv, sig2[:, None], mu, log_pi, (a_all[i1], b_all[i1], a_all[i2], b_all[i2]))
+    tv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e1[pp]) / sigma[pl][:, None]
+    uv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e2[pp]) / sigma[pl][:, None]
+    # a vertex is a kink of the inner integral on the scale of its lines' layers (width sigma/|n| in
+    # z units): cut there when it is relevant, inside the u window and one of its layers is thinner than 1
+    thin_v = np.minimum(nn[i1], nn[i2])[None, :] / sigma[pl][:, None] > 1.0
+    tv = np.where(rel_v[pl] & (np.abs(uv) < 13.0) & thin_v, tv, np.nan)
+    taus = np.array([-40.0, -20.0, -9.0, -4.0, -1.5, 0.0, 1.5, 4.0, 9.0, 20.0, 40.0])
+    pts = np.concatenate([t_lo[:, None], t_hi[:, None], tc[:, None] + h[:, None] * taus[None, :], tv], axis=1)
+    pts = np.where(np.isfinite(pts), pts, t_lo[:, None])
+    pts = np.clip(pts, t_lo[:, None], t_hi[:, None])
+    pts.sort(axis=1)
+    ia, ib = pts[:, :-1], pts[:, 1:]
+    good = ib > ia
+    ipid = np.broadcast_to(np.arange(n_prob)[:, None], ia.shape)[good]
+    ia, ib = ia[good], ib[good]
+    u_base = np.array([-13.0, -7.0, -3.0, 0.0, 3.0, 7.0, 13.0])
+    ne2 = n_all @ e2.T  # (P_lines, P_pairs): n . e2
+    ne1 = n_all @ e1.T
+    stats = {"inner_nfev": 0, "inner_success": True}
+
+    def inner(t, q, chunk=512):
+        out = np.empty((2, t.size))
+        for st in range(0, t.size, chunk):
+            tt, qq = t[st:st + chunk], q[st:st + chunk]
+            lv, pr = pl[qq], pp[qq]
+            sg = sigma[lv]
+            # crossing of every boundary line with this ray x = mu_a + sigma (t e1 + u e2)
+            cn = c_all[lv] - mu[pa[pr]] @ n_all.T - sg[:, None] * tt[:, None] * ne1[:, pr].T  # (n, lines)
+            den = sg[:, None] * ne2[:, pr].T
+            okc = np.abs(ne2[:, pr].T) > 1e-12 * nn[None, :]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                uc = np.where(okc, cn / den, np.nan)
+                width = np.where(okc, sg[:, None] / np.abs(den) * sg[:, None], np.inf)  # sigma / |n.e2| in z units
+            xc = (mu[pa[pr]][:, None, :] + sg[:, None, None] * (tt[:, None, None] * e1[pr][:, None, :]
+                                                                  + np.nan_to_num(uc)[:, :, None] * e2[pr][:, None, :]))
+            # only layers thinner than 1 in u need a cut: GK21 panels of half-width <= 3 resolve the others
+            rel = (_near_top(xc, sig2[lv][:, None], mu, log_pi, (a_all, b_all)) & (np.abs(uc) < 13.0)
+                   & (width < 1.0))
+            uc = np.where(rel, uc, np.nan)
+            scale = np.minimum(1.0, np.min(np.where(rel, width, np.inf), axis=1))
+            m_terms = 4
+            offs = scale[:, None] * 8.0 * 16.0 ** np.arange(m_terms)[None, :]
+            cc = np.where(np.isfinite(uc), uc, -13.0)
+            allp = np.concatenate([np.broadcast_to(u_base, (tt.size, u_base.size)), cc,
+                                   (cc[:, :, None] - offs[:, None, :]).reshape(tt.size, -1),
+                                   (cc[:, :, None] + offs[:, None, :]).reshape(tt.size, -1)], axis=1)
+            allp = np.clip(allp, -13.0, 13.0)
+            allp.sort(axis=1)
+            ja, jb = allp[:, :-1], allp[:, 1:]
+            gd = jb > ja
+            jp = np.broadcast_to(np.arange(tt.size)[:, None], ja.shape)[gd]
+            ja, jb = ja[gd], jb[gd]
+
+            def f(u, r, tt=tt, qq=qq):
+                pr_ = pp[qq[r]]
+                z = tt[r][:, None] * e1[pr_] + u[:, None] * e2[pr_]
+                inv_s = 1.0 / sigma[pl[qq[r]]]
+                f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pr_], pb[pr_])
+                ts = tt[r]
+                g = np.exp(-0.5 * (ts - tstar[qq[r]]) * (ts + tstar[qq[r]]) - 0.5 * u * u)
+                return np.vstack([g * f1, g * f2])
+
+            res = adaptive_gauss_kronrod(f, ja, jb, jp, tt.size, n_out=2, rtol=_INNER_RTOL, atol=_PAIR_ATOL, warn=False,
+                                         max_rounds=30, max_intervals=200 * tt.size)
+            stats["inner_nfev"] += res.nfev
+            stats["inner_success"] &= res.success
+            out[:, st:st + chunk] = res.value
+        return out
+
+    res = adaptive_gauss_kronrod(inner, ia, ib, ipid, n_prob, n_out=2, rtol=rtol, atol=100 * _PAIR_ATOL, warn=False,
+                                 max_rounds=30, max_intervals=40 * n_prob + 100_000)
+    with np.errstate(under="ignore"):
+        fac = np.exp(log_scale)
+    val = np.zeros((2, n_lev))
+    err = np.zeros((2, n_lev))
+    for o in range(2):
+        val[o] = np.bincount(pl, weights=fac * res.value[o], minlength=n_lev)
+        # + the inner absolute tolerance over the t range (at most 26 + 80 h wide)
+        err[o] = np.bincount(pl, weights=fac * (res.abs_error[o] + 120.0 * _PAIR_ATOL), minlength=n_lev)
+    with np.errstate(under="ignore"):
+        skipped = np.sum(np.where(keep, 0.0, np.exp(log_bound)), axis=1)
+    ok = (np.all(err <= rtol * val, axis=0) & np.all(val > 0, axis=0)
+          & np.all(skipped[None, :] <= GH_UNRESOLVED_FRACTION * rtol * val, axis=0))
+    if not res.success:
+        bad_lev = np.unique(pl[np.any(res.abs_error > np.maximum(rtol * np.abs(res.value), 100 * _PAIR_ATOL), axis=0)])
+        ok[bad_lev] = False
+    if not stats["inner_success"]:  # an inner integral missed its tolerance: no level of this call is trusted
+        ok[:] = False
+    err = err + skipped[None, :]
+    info = {"pair_problems": int(n_prob), "nfev": int(res.nfev + stats["inner_nfev"]), "outer_nfev": int(res.nfev),
+            "outer_nit": int(res.nit), "outer_intervals": int(res.n_intervals), "initial_intervals": int(ia.size),
+            "success": bool(res.success and stats["inner_success"])}
+    return val, err, ok, info
+
+
 def _quad_per_level(mu, log_pi, lam, rtol):
     r"""(value, abs_error, info) of :math:`E\,\mathrm{tr}\,C` and :math:`E\,\mathcal H(w)` with the rule chosen per level.
 
@@ -862,16 +1046,30 @@ def _quad_per_level(mu, log_pi, lam, rtol):
     """
     r = mu.shape[1]
     val, err, order = _quad_gauss_hermite(mu, log_pi, lam, rtol)
+    rule = np.where(order > 0, 1.0, 0.0)  # 1 GH, 2 pair frames, 3 boundary-cut box
     rest = order == 0
     info = {"n_intervals": 0, "nfev": 0, "nit": 0, "success": True}
+    n_pairs = 0
+    if np.any(rest) and r == 2:
+        idx = np.flatnonzero(rest)
+        v, e, ok, pinfo = _quad_2d_pairs(mu, log_pi, lam[idx], rtol)
+        val[:, idx[ok]], err[:, idx[ok]] = v[:, ok], e[:, ok]
+        rule[idx[ok]] = 2.0
+        rest[idx[ok]] = False
+        n_pairs = int(ok.sum())
+        info["pair_nfev"] = pinfo["nfev"]
     if np.any(rest):
         if r == 1:
-            v, e, info = _quad_1d(mu[:, 0], log_pi, lam[rest], rtol)
+            v, e, info1 = _quad_1d(mu[:, 0], log_pi, lam[rest], rtol)
         else:
-            v, e, info = _quad_2d(mu, log_pi, lam[rest], rtol)
+            v, e, info1 = _quad_2d(mu, log_pi, lam[rest], rtol)
+        info.update(info1)
         val[:, rest], err[:, rest] = v, e
+        rule[rest] = 3.0
     info["gauss_hermite_order"] = order.astype(np.float64)
-    info["rule_counts"] = {"gauss-hermite": int(np.sum(~rest)), "boundary-cut": int(np.sum(rest))}
+    info["rule"] = rule
+    info["rule_counts"] = {"gauss-hermite": int(np.sum(order > 0)), "pair-frame": n_pairs,
+                           "boundary-cut": int(np.sum(rest))}
     return val, err, info
 
 
