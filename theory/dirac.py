@@ -860,31 +860,60 @@ def _pair_kernel(z, inv_s, mu, log_pi, a, b):
     r"""Scaled pair integrands at frame points: :math:`d_{ab}^2 w_b` and :math:`\mathcal H(w)\,w_b/Q`.
 
     ``z`` (N, 2) points of atom ``a``'s frame, :math:`x = \mu_a + \sigma z`; ``inv_s`` (N,) :math:`1/\sigma`;
-    ``a``, ``b`` (N,) the pair.  :math:`Q = \sum_{c<d} w_c w_d = \tfrac12\sum_c w_c(1 - w_c)`, formed with
-    :math:`1 - w_{dom}` as the sum of the other weights (no cancellation).
+    ``a``, ``b`` (N,) the pair.  Logits relative to ``a``,
+    :math:`\Delta_j = \log\pi_j/\pi_a - z\cdot(\mu_a - \mu_j)/\sigma - \|\mu_a - \mu_j\|^2/2\sigma^2`, then
+    relative to the dominant atom (one ``exp`` per atom and point, one ``log1p`` per point).
+    :math:`Q = \sum_{c<d} w_c w_d = \tfrac12\sum_c w_c(1 - w_c)`, formed with :math:`1 - w_{dom}` as the
+    sum of the other weights (no cancellation).
     """
     n = z.shape[0]
     rows = np.arange(n)
-    dmu = mu[a][:, None, :] - mu[None, :, :]  # mu_a - mu_j, (N, K, 2)
-    delta = ((log_pi[None, :] - log_pi[a][:, None]) - np.einsum("nr,nkr->nk", z, dmu) * inv_s[:, None]
-             - 0.5 * np.einsum("nkr,nkr->nk", dmu, dmu) * (inv_s * inv_s)[:, None])
+    dmu = mu[:, None, :] - mu[None, :, :]  # (K, K, 2): mu_a - mu_j
+    d2 = np.einsum("akr,akr->ak", dmu, dmu)
+    proj = np.einsum("nr,akr->nak", z, dmu) if n * mu.shape[0] ** 2 <= 4_000_000 else None
+    if proj is not None:
+        proj = proj[rows, a]
+    else:
+        proj = np.einsum("nr,nkr->nk", z, dmu[a])
+    delta = ((log_pi[None, :] - log_pi[a][:, None]) - proj * inv_s[:, None]
+             - 0.5 * d2[a] * (inv_s * inv_s)[:, None])
     dom = np.argmax(delta, axis=1)
     dd = delta - delta[rows, dom][:, None]
     e = np.exp(dd)
     e[rows, dom] = 0.0
     rest = e.sum(axis=1)
     l1p = np.log1p(rest)
-    log_w = dd - l1p[:, None]
-    w = np.exp(log_w)
-    ent = np.maximum(np.einsum("nk,nk->n", w, -log_w), 0.0)
+    inv = 1.0 / (1.0 + rest)
+    w = e * inv[:, None]
+    w[rows, dom] = inv
+    # -log w_j = l1p - dd_j (dd_dom = 0)
+    ent = np.maximum(np.einsum("nk,nk->n", w, l1p[:, None] - dd), 0.0)
     one_minus = 1.0 - w
-    one_minus[rows, dom] = rest / (1.0 + rest)
+    one_minus[rows, dom] = rest * inv
     q = 0.5 * np.einsum("nk,nk->n", w, one_minus)
     wb = w[rows, b]
     with np.errstate(divide="ignore", invalid="ignore"):
         h_part = np.where(q > 0, ent * wb / np.where(q > 0, q, 1.0), 0.0)
-    d2 = np.einsum("nr,nr->n", mu[b] - mu[a], mu[b] - mu[a])
-    return d2 * wb, h_part
+    return d2[a, b] * wb, h_part
+
+
+def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi):
+    """(2, N) scaled pair integrands (:mod:`noisealloc.theory._dirac_kernels`; numpy path without numba)."""
+    from noisealloc.theory._numba import HAVE_NUMBA
+
+    if HAVE_NUMBA:
+        from noisealloc.theory._dirac_kernels import pair_integrand
+
+        out = np.empty((2, t.size))
+        pair_integrand(np.ascontiguousarray(t, dtype=np.float64), np.ascontiguousarray(u, dtype=np.float64),
+                       np.ascontiguousarray(tstar, dtype=np.float64), np.ascontiguousarray(inv_s, dtype=np.float64),
+                       np.ascontiguousarray(pair, dtype=np.int64), pa.astype(np.int64), pb.astype(np.int64),
+                       e1, e2, mu, log_pi, out)
+        return out
+    z = t[:, None] * e1[pair] + u[:, None] * e2[pair]
+    f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pair], pb[pair])
+    g = np.exp(-0.5 * (t - tstar) * (t + tstar) - 0.5 * u * u)
+    return np.vstack([g * f1, g * f2])
 
 
 def _quad_2d_pairs(mu, log_pi, lam, rtol):
@@ -995,13 +1024,8 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
             ja, jb = ja[gd], jb[gd]
 
             def f(u, r, tt=tt, qq=qq):
-                pr_ = pp[qq[r]]
-                z = tt[r][:, None] * e1[pr_] + u[:, None] * e2[pr_]
-                inv_s = 1.0 / sigma[pl[qq[r]]]
-                f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pr_], pb[pr_])
-                ts = tt[r]
-                g = np.exp(-0.5 * (ts - tstar[qq[r]]) * (ts + tstar[qq[r]]) - 0.5 * u * u)
-                return np.vstack([g * f1, g * f2])
+                return _pair_integrand(tt[r], u, tstar[qq[r]], 1.0 / sigma[pl[qq[r]]], pp[qq[r]], pa, pb, e1, e2,
+                                       mu, log_pi)
 
             res = adaptive_gauss_kronrod(f, ja, jb, jp, tt.size, n_out=2, rtol=_INNER_RTOL, atol=_PAIR_ATOL, warn=False,
                                          max_rounds=30, max_intervals=200 * tt.size)
