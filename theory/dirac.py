@@ -91,10 +91,18 @@ _TINY = 1e-300
 # its boundary layer): far tails of 1e-270 cannot be matched to a relative tolerance in float64.  Its
 # effect is added to the reported error, so a level where it matters fails its rtol test.
 _PAIR_ATOL = 1e-26
+# Grading of the inner (u) mesh of the pair-frame rule around a thin line's crossing: offsets
+# first * width * ratio**m (G10/K21 panels).
+_PAIR_FIRST = 8.0
+_PAIR_RATIO = 16.0
 #: A boundary line between two atoms is a cut of the 2-D boundary-cut rule only where both atoms'
 #: logits are within this many nats of the largest (:func:`_near_top`); 30 nats keeps every cut where
 #: the two are among the leading weights, with a wide margin around the cell vertices.
 CUT_RELEVANCE_NATS = 30.0
+#: The pair-frame rule cuts its outer integral at the cell vertices where the atoms of both lines are
+#: within this many nats of the largest logit (a cut only helps the adaptive rule: the kink of the
+#: inner integral sits at true vertices, where the three atoms tie).
+VERTEX_RELEVANCE_NATS = 6.0
 #: Gauss--Hermite orders per axis tried in turn, by span dimension (the tensor rule of the component
 #: frames, :func:`_quad_gauss_hermite`): each level takes the first order that agrees with the one
 #: before it to ``rtol``.  The largest 2-D order costs 64^2 nodes per atom.
@@ -969,7 +977,8 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
         xv = np.where(okd[None, :], (c_all[:, i1] * n_all[None, i2, 1] - c_all[:, i2] * n_all[None, i1, 1]) / det, np.nan)
         yv = np.where(okd[None, :], (n_all[None, i1, 0] * c_all[:, i2] - n_all[None, i2, 0] * c_all[:, i1]) / det, np.nan)
     pv = np.stack([xv, yv], axis=-1)  # (L, V, 2)
-    rel_v = _near_top(pv, sig2[:, None], mu, log_pi, (a_all[i1], b_all[i1], a_all[i2], b_all[i2]))
+    rel_v = _near_top(pv, sig2[:, None], mu, log_pi, (a_all[i1], b_all[i1], a_all[i2], b_all[i2]),
+                      margin=VERTEX_RELEVANCE_NATS)
     tv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e1[pp]) / sigma[pl][:, None]
     uv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e2[pp]) / sigma[pl][:, None]
     # a vertex is a kink of the inner integral on the scale of its lines' layers (width sigma/|n| in
@@ -1005,13 +1014,16 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
                 width = np.where(okc, sg[:, None] / np.abs(den) * sg[:, None], np.inf)  # sigma / |n.e2| in z units
             xc = (mu[pa[pr]][:, None, :] + sg[:, None, None] * (tt[:, None, None] * e1[pr][:, None, :]
                                                                   + np.nan_to_num(uc)[:, :, None] * e2[pr][:, None, :]))
-            # only layers thinner than 1 in u need a cut: GK21 panels of half-width <= 3 resolve the others
-            rel = (_near_top(xc, sig2[lv][:, None], mu, log_pi, (a_all, b_all)) & (np.abs(uc) < 13.0)
-                   & (width < 1.0))
+            # A crossing where the line's atoms trail the leading one by `gap` nats is a feature of relative
+            # size e^-gap spread over ~max(gap, 1) layer widths (the nearest complex zero of the
+            # log-sum-exp).  Cut where that is narrower than 1 in u (wider features are resolved by the
+            # G10/K21 panels and their error test), and never beyond CUT_RELEVANCE_NATS (below 1e-13).
+            gap = _top_gap(xc, sig2[lv][:, None], mu, log_pi, (a_all, b_all))
+            rel = (gap <= CUT_RELEVANCE_NATS) & (np.abs(uc) < 13.0) & (width * np.maximum(gap, 1.0) < 1.0)
             uc = np.where(rel, uc, np.nan)
             scale = np.minimum(1.0, np.min(np.where(rel, width, np.inf), axis=1))
-            m_terms = 4
-            offs = scale[:, None] * 8.0 * 16.0 ** np.arange(m_terms)[None, :]
+            m_terms = 6
+            offs = scale[:, None] * _PAIR_FIRST * _PAIR_RATIO ** np.arange(m_terms)[None, :]
             cc = np.where(np.isfinite(uc), uc, -13.0)
             allp = np.concatenate([np.broadcast_to(u_base, (tt.size, u_base.size)), cc,
                                    (cc[:, :, None] - offs[:, None, :]).reshape(tt.size, -1),
@@ -1142,7 +1154,19 @@ def _quad_1d(mu1, log_pi, lam, rtol):
                                       "success": res.success}
 
 
-def _near_top(points, sig2, mu, log_pi, atoms):
+def _top_gap(points, sig2, mu, log_pi, atoms):
+    """Largest logit minus the smallest logit of ``atoms`` at ``points`` (inf at NaN points)."""
+    d = points[..., None, :] - mu
+    logit = log_pi - np.einsum("...kr,...kr->...k", d, d) / (2.0 * sig2[..., None])
+    top = logit.max(axis=-1)
+    low = np.full(top.shape, np.inf)
+    for idx in atoms:
+        low = np.minimum(low, np.take_along_axis(logit, np.broadcast_to(idx, top.shape)[..., None], axis=-1)[..., 0])
+    gap = top - low
+    return np.where(np.isfinite(gap), gap, np.inf)
+
+
+def _near_top(points, sig2, mu, log_pi, atoms, margin=None):
     r"""Whether every atom of ``atoms`` is within :data:`CUT_RELEVANCE_NATS` of the largest logit at ``points``.
 
     ``points`` (..., 2), ``sig2`` broadcastable to ``points.shape[:-1]``, ``atoms`` a tuple of integer
@@ -1151,13 +1175,14 @@ def _near_top(points, sig2, mu, log_pi, atoms):
     weights (elsewhere the log-sum-exp is dominated by a third atom and is analytic across it), so a
     cut there is needed only near the top; the margin keeps every cut near a cell vertex.
     """
+    margin = CUT_RELEVANCE_NATS if margin is None else margin
     d = points[..., None, :] - mu
     logit = log_pi - np.einsum("...kr,...kr->...k", d, d) / (2.0 * sig2[..., None])
     top = logit.max(axis=-1)
     ok = np.isfinite(top)
     for idx in atoms:
         ok &= np.take_along_axis(logit, np.broadcast_to(idx, top.shape)[..., None], axis=-1)[..., 0] \
-            >= top - CUT_RELEVANCE_NATS
+            >= top - margin
     return ok
 
 
