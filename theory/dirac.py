@@ -31,7 +31,20 @@ Expectations over ``x`` (``method="auto"`` picks the first that applies):
     The atoms are expressed in their affine span (dimension :math:`r`; noise
     orthogonal to the span does not change the posterior) and
     :math:`\int p(x)\,\mathrm{tr}\,C(x)\,dx`, :math:`\int p(x)\,\mathcal H(w(x))\,dx` are
-    computed by adaptive Gauss--Kronrod quadrature (:mod:`~noisealloc.theory.quadrature`)
+    computed by a rule chosen per level (:func:`_quad_per_level`, vectorised over levels):
+
+    1. tensor Gauss--Hermite in each atom's frame, :math:`x = \mu_k + \sigma z`, wherever two
+       consecutive orders of :data:`GH_ORDERS` agree to ``rtol`` and the boundary layers the order
+       cannot resolve carry (Bhattacharyya bound) less than ``1e-2 rtol`` (low SNR: the layers are
+       not thin compared with sigma);
+    2. (:math:`r = 2`) the pair-frame rule :func:`_quad_2d_pairs` at the other levels: the
+       integrals as sums over atom pairs, each in the rotated frame of the pair with the outer
+       panels scaled to its layer, accepted when its G10/K21 estimate meets ``rtol``;
+    3. the box boundary-cut rule below at any level left (and every level for :math:`r = 1`
+       not taken by 1).
+
+    The estimates' ``info`` reports per level ``rule`` (1, 2, 3 as above), ``gauss_hermite_order``
+    (0 where not GH), ``abs_error`` and ``rule_counts``.  The box rule is adaptive Gauss--Kronrod quadrature (:mod:`~noisealloc.theory.quadrature`)
     on meshes cut at the atoms and at every decision boundary between two atoms
     (the hyperplane :math:`x\cdot(\mu_b-\mu_a) = (\|\mu_b\|^2-\|\mu_a\|^2)/2 + \sigma^2\log(\pi_a/\pi_b)`)
     and graded geometrically away from the cuts down to the boundary-layer width
