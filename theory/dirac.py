@@ -43,7 +43,8 @@ Expectations over ``x`` (``method="auto"`` picks the first that applies):
     3. the box boundary-cut rule below at any level left (and every level for :math:`r = 1`
        not taken by 1).
 
-    The estimates' ``info`` reports per level ``rule`` (1, 2, 3 as above), ``gauss_hermite_order``
+    The estimates' ``info`` reports per level ``rule`` (1, 2, 3 as above; 0 at the levels that take
+    their low-SNR or underflow limits), ``gauss_hermite_order``
     (0 where not GH), ``abs_error`` and ``rule_counts``.  The box rule is adaptive Gauss--Kronrod quadrature (:mod:`~noisealloc.theory.quadrature`)
     on meshes cut at the atoms and at every decision boundary between two atoms
     (the hyperplane :math:`x\cdot(\mu_b-\mu_a) = (\|\mu_b\|^2-\|\mu_a\|^2)/2 + \sigma^2\log(\pi_a/\pi_b)`)
