@@ -31,7 +31,21 @@ Expectations over ``x`` (``method="auto"`` picks the first that applies):
     The atoms are expressed in their affine span (dimension :math:`r`; noise
     orthogonal to the span does not change the posterior) and
     :math:`\int p(x)\,\mathrm{tr}\,C(x)\,dx`, :math:`\int p(x)\,\mathcal H(w(x))\,dx` are
-    computed by adaptive Gauss--Kronrod quadrature (:mod:`~noisealloc.theory.quadrature`)
+    computed by a rule chosen per level (:func:`_quad_per_level`, vectorised over levels):
+
+    1. tensor Gauss--Hermite in each atom's frame, :math:`x = \mu_k + \sigma z`, wherever two
+       consecutive orders of :data:`GH_ORDERS` agree to ``rtol`` and the boundary layers the order
+       cannot resolve carry (Bhattacharyya bound) less than ``1e-2 rtol`` (low SNR: the layers are
+       not thin compared with sigma);
+    2. (:math:`r = 2`) the pair-frame rule :func:`_quad_2d_pairs` at the other levels: the
+       integrals as sums over atom pairs, each in the rotated frame of the pair with the outer
+       panels scaled to its layer, accepted when its G10/K21 estimate meets ``rtol``;
+    3. the box boundary-cut rule below at any level left (and every level for :math:`r = 1`
+       not taken by 1).
+
+    The estimates' ``info`` reports per level ``rule`` (1, 2, 3 as above; 0 at the levels that take
+    their low-SNR or underflow limits), ``gauss_hermite_order``
+    (0 where not GH), ``abs_error`` and ``rule_counts``.  The box rule is adaptive Gauss--Kronrod quadrature (:mod:`~noisealloc.theory.quadrature`)
     on meshes cut at the atoms and at every decision boundary between two atoms
     (the hyperplane :math:`x\cdot(\mu_b-\mu_a) = (\|\mu_b\|^2-\|\mu_a\|^2)/2 + \sigma^2\log(\pi_a/\pi_b)`)
     and graded geometrically away from the cuts down to the boundary-layer width
@@ -88,6 +102,35 @@ QUAD_MAX_ATOMS = {0: 10**9, 1: 64, 2: 8}
 QUAD_RTOL_TARGET = 1e-11
 _INNER_RTOL = 1e-12
 _TINY = 1e-300
+# Absolute tolerance of the pair-frame integrals in their scaled units (the pair's integrand is O(1) at
+# its boundary layer): far tails of 1e-270 cannot be matched to a relative tolerance in float64.  Its
+# effect is added to the reported error, so a level where it matters fails its rtol test.
+_PAIR_ATOL = 1e-26
+# Grading of the inner (u) mesh of the pair-frame rule around a thin line's crossing: offsets
+# first * width * ratio**m (G10/K21 panels).
+_PAIR_FIRST = 8.0
+_PAIR_RATIO = 16.0
+#: A boundary line between two atoms is a cut of the 2-D boundary-cut rule only where both atoms'
+#: logits are within this many nats of the largest (:func:`_near_top`); 30 nats keeps every cut where
+#: the two are among the leading weights, with a wide margin around the cell vertices.
+CUT_RELEVANCE_NATS = 30.0
+#: The pair-frame rule cuts its outer integral at the cell vertices where the atoms of both lines are
+#: within this many nats of the largest logit (a cut only helps the adaptive rule: the kink of the
+#: inner integral sits at true vertices, where the three atoms tie).
+VERTEX_RELEVANCE_NATS = 6.0
+#: Gauss--Hermite orders per axis tried in turn, by span dimension (the tensor rule of the component
+#: frames, :func:`_quad_gauss_hermite`): each level takes the first order that agrees with the one
+#: before it to ``rtol``.  The largest 2-D order costs 64^2 nodes per atom.
+GH_ORDERS = {1: (16, 32, 64, 128, 256), 2: (8, 16, 32, 64)}
+#: Order n per axis resolves a boundary layer of width sigma/d (pair distance d) in the component
+#: frames while d/sigma <= GH_RESOLVED_SEPARATION * sqrt(n): measured on two atoms, order 40 is
+#: 3e-14 accurate at d/sigma = 1, 80 is 2e-10 at 2, 160 is 2e-10 at 3 (then the doubling test fails).
+GH_RESOLVED_SEPARATION = 0.25
+#: Levels whose closest pair is more than this many sigma apart go straight to the boundary-cut rule
+#: (their layers are too thin for every order of GH_ORDERS).
+GH_MAX_SEPARATION = 4.0
+#: The layers an order does not resolve must carry at most this fraction of rtol of mmse and H.
+GH_UNRESOLVED_FRACTION = 1e-2
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
 # Monte-Carlo sample count when none is given.
 _DEFAULT_SAMPLES = 4096
@@ -696,10 +739,7 @@ class DiracMixture:
             ent = np.full(lam.shape, self.entropy)
             info = {"span_dim": 0}
             return Estimate(z, 0.0, label, 0.0, None, info), Estimate(ent, 0.0, label, 0.0, None, info)
-        if r == 1:
-            val, err, info = _quad_1d(coords[:, 0], self.log_weights, flat, rtol)
-        else:
-            val, err, info = _quad_2d(coords, self.log_weights, flat, rtol)
+        val, err, info = _quad_per_level(coords, self.log_weights, flat, rtol)
         info["span_dim"] = r
         out = []
         for i in range(2):
@@ -712,7 +752,368 @@ class DiracMixture:
         return tuple(out)
 
 
+# ---------------------------------------------------------------------- Gauss-Hermite per level
+def _gh_rule(n: int, r: int):
+    r"""Tensor Gauss--Hermite rule of order ``n`` per axis for :math:`E\,g(z)`, :math:`z \sim N(0, I_r)`.
+
+    Returns nodes (M, r) and weights (M,) summing to 1 (nodes of exactly zero weight dropped).
+    """
+    from scipy.special import roots_hermitenorm
+
+    z1, w1 = roots_hermitenorm(n)
+    w1 = w1 / math.sqrt(2.0 * math.pi)
+    grids = np.meshgrid(*([z1] * r), indexing="ij")
+    wts = np.meshgrid(*([w1] * r), indexing="ij")
+    z = np.stack([g.ravel() for g in grids], axis=1)
+    w = np.prod(np.stack([g.ravel() for g in wts], axis=1), axis=1)
+    keep = w > 0
+    return z[keep], w[keep] / w[keep].sum()
+
+
+def _gh_integrals(mu, log_pi, lam, n, *, max_entries=1 << 22):
+    r"""(2, L) Gauss--Hermite values of :math:`E\,\mathrm{tr}\,C` and :math:`E\,\mathcal H(w)` at the levels ``lam``.
+
+    Component ``k`` is integrated in its own frame, :math:`x = \mu_k + \sigma z`, so that
+    :math:`E f(x) = \sum_k \pi_k E_z f(\mu_k + \sigma z)` with the tensor rule :func:`_gh_rule`;
+    the logits relative to atom ``k``,
+    :math:`\Delta_j = \log\pi_j/\pi_k - z\cdot(\mu_k - \mu_j)/\sigma - \|\mu_k - \mu_j\|^2/2\sigma^2`,
+    are one small GEMM per component (level-independent) scaled per level.  The trace and the
+    entropy are formed relative to the dominant atom as in :func:`_posterior_kernel`.
+    """
+    k_atoms, r = mu.shape
+    z, w = _gh_rule(n, r)
+    m_nodes = z.shape[0]
+    sigma = np.exp(-0.5 * lam)
+    inv_s = 1.0 / sigma
+    inv_2s2 = 0.5 * inv_s * inv_s
+    d2 = np.einsum("kjr,kjr->kj", mu[:, None, :] - mu[None, :, :], mu[:, None, :] - mu[None, :, :])
+    out = np.zeros((2, lam.size))
+    step = max(1, max_entries // max(1, m_nodes * k_atoms))
+    for k in range(k_atoms):
+        a = z @ (mu[k][None, :] - mu).T  # (M, K): z . (mu_k - mu_j)
+        c0 = log_pi - log_pi[k]
+        for s in range(0, lam.size, step):
+            sl = slice(s, s + step)
+            delta = (c0[None, None, :] - a[None, :, :] * inv_s[sl, None, None]
+                     - d2[k][None, None, :] * inv_2s2[sl, None, None])  # (l, M, K)
+            dom = np.argmax(delta, axis=2)
+            dd = delta - np.take_along_axis(delta, dom[..., None], axis=2)
+            e = np.exp(dd)
+            np.put_along_axis(e, dom[..., None], 0.0, axis=2)
+            l1p = np.log1p(e.sum(axis=2))
+            log_w = dd - l1p[..., None]
+            wt = np.exp(log_w)
+            ent = np.maximum(np.einsum("lmk,lmk->lm", wt, -log_w), 0.0)
+            s1 = np.einsum("lmk,lmk->lm", wt, d2[dom])  # sum_j w_j |mu_j - mu_dom|^2
+            sh2 = np.zeros(s1.shape)
+            for q in range(r):  # |m - mu_dom|^2, each coordinate relative to the dominant atom
+                sh = np.einsum("lmk,lmk->lm", wt, mu[None, None, :, q] - mu[dom, q][..., None])
+                sh2 += sh * sh
+            trc = np.maximum(s1 - sh2, 0.0)
+            out[0, sl] += math.exp(log_pi[k]) * (trc @ w)
+            out[1, sl] += math.exp(log_pi[k]) * (ent @ w)
+    return out
+
+
+def _gh_unresolved_bound(mu, log_pi, lam, n):
+    r"""(L,) bound on the part of mmse and H carried by boundary layers too thin for order ``n``.
+
+    A pair :math:`(j, k)` at distance :math:`d` has a layer of width :math:`\sigma/d` in the
+    component frames; the order-``n`` rule resolves it while :math:`s = d/\sigma \le`
+    :data:`GH_RESOLVED_SEPARATION` :math:`\sqrt{n}`.  The layers of the other pairs carry at most
+    :math:`2\sqrt{\pi_j\pi_k}\max(d^2, 1.24)\,e^{-s^2/8}` of mmse or H (the Bhattacharyya bounds of
+    :func:`noisealloc.theory._limits.dirac_underflow_snr`, per pair).
+    """
+    a, b = np.triu_indices(mu.shape[0], 1)
+    d2 = np.einsum("pr,pr->p", mu[a] - mu[b], mu[a] - mu[b])
+    s2 = d2[None, :] * np.exp(lam)[:, None]
+    thin = s2 > GH_RESOLVED_SEPARATION ** 2 * n
+    pref = 2.0 * np.exp(0.5 * (log_pi[a] + log_pi[b])) * np.maximum(d2, 1.24)
+    return np.sum(np.where(thin, pref[None, :] * np.exp(-s2 / 8.0), 0.0), axis=1)
+
+
+def _quad_gauss_hermite(mu, log_pi, lam, rtol):
+    r"""Per-level tensor Gauss--Hermite with a doubling error estimate.
+
+    Orders :data:`GH_ORDERS` ``[r]`` are tried in turn on the levels not yet accepted; a level is
+    accepted at order :math:`n_{i+1}` when :math:`|Q_{n_i} - Q_{n_{i+1}}| \le \mathrm{rtol}\,|Q_{n_{i+1}}|`
+    for mmse and H, and the layers the order does not resolve carry less than
+    :data:`GH_UNRESOLVED_FRACTION` ``* rtol`` of both (:func:`_gh_unresolved_bound`).  Levels whose
+    smallest pair separation exceeds :data:`GH_MAX_SEPARATION` sigma are not tried.
+
+    Returns
+    -------
+    value, abs_error : (2, L), with NaN where not accepted;  order : (L,) int, 0 where not accepted.
+    """
+    r = mu.shape[1]
+    orders = GH_ORDERS[r]
+    value = np.full((2, lam.size), np.nan)
+    err = np.full((2, lam.size), np.nan)
+    order = np.zeros(lam.size, dtype=int)
+    a, b = np.triu_indices(mu.shape[0], 1)
+    dmin2 = float(np.min(np.einsum("pr,pr->p", mu[a] - mu[b], mu[a] - mu[b])))
+    todo = np.flatnonzero(dmin2 * np.exp(lam) <= GH_MAX_SEPARATION ** 2)
+    prev = _gh_integrals(mu, log_pi, lam[todo], orders[0]) if todo.size else None
+    for n in orders[1:]:
+        if todo.size == 0:
+            break
+        cur = _gh_integrals(mu, log_pi, lam[todo], n)
+        diff = np.abs(cur - prev)
+        tiny = _gh_unresolved_bound(mu, log_pi, lam[todo], n)
+        ok = (np.all(diff <= rtol * np.abs(cur), axis=0) & np.all(cur > 0, axis=0)
+              & np.all(tiny[None, :] <= GH_UNRESOLVED_FRACTION * rtol * cur, axis=0))
+        idx = todo[ok]
+        value[:, idx], err[:, idx], order[idx] = cur[:, ok], diff[:, ok] + tiny[None, ok], n
+        todo, prev = todo[~ok], cur[:, ~ok]
+    return value, err, order
+
+
 # ---------------------------------------------------------------------- quadrature drivers
+def _pair_kernel(z, inv_s, mu, log_pi, a, b):
+    r"""Scaled pair integrands at frame points: :math:`d_{ab}^2 w_b` and :math:`\mathcal H(w)\,w_b/Q`.
+
+    ``z`` (N, 2) points of atom ``a``'s frame, :math:`x = \mu_a + \sigma z`; ``inv_s`` (N,) :math:`1/\sigma`;
+    ``a``, ``b`` (N,) the pair.  Logits relative to ``a``,
+    :math:`\Delta_j = \log\pi_j/\pi_a - z\cdot(\mu_a - \mu_j)/\sigma - \|\mu_a - \mu_j\|^2/2\sigma^2`, then
+    relative to the dominant atom (one ``exp`` per atom and point, one ``log1p`` per point).
+    :math:`Q = \sum_{c<d} w_c w_d = \tfrac12\sum_c w_c(1 - w_c)`, formed with :math:`1 - w_{dom}` as the
+    sum of the other weights (no cancellation).
+    """
+    n = z.shape[0]
+    rows = np.arange(n)
+    dmu = mu[:, None, :] - mu[None, :, :]  # (K, K, 2): mu_a - mu_j
+    d2 = np.einsum("akr,akr->ak", dmu, dmu)
+    proj = np.einsum("nr,akr->nak", z, dmu) if n * mu.shape[0] ** 2 <= 4_000_000 else None
+    if proj is not None:
+        proj = proj[rows, a]
+    else:
+        proj = np.einsum("nr,nkr->nk", z, dmu[a])
+    delta = ((log_pi[None, :] - log_pi[a][:, None]) - proj * inv_s[:, None]
+             - 0.5 * d2[a] * (inv_s * inv_s)[:, None])
+    dom = np.argmax(delta, axis=1)
+    dd = delta - delta[rows, dom][:, None]
+    e = np.exp(dd)
+    e[rows, dom] = 0.0
+    rest = e.sum(axis=1)
+    l1p = np.log1p(rest)
+    inv = 1.0 / (1.0 + rest)
+    w = e * inv[:, None]
+    w[rows, dom] = inv
+    # -log w_j = l1p - dd_j (dd_dom = 0)
+    ent = np.maximum(np.einsum("nk,nk->n", w, l1p[:, None] - dd), 0.0)
+    one_minus = 1.0 - w
+    one_minus[rows, dom] = rest * inv
+    q = 0.5 * np.einsum("nk,nk->n", w, one_minus)
+    wb = w[rows, b]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h_part = np.where(q > 0, ent * wb / np.where(q > 0, q, 1.0), 0.0)
+    return d2[a, b] * wb, h_part
+
+
+def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi):
+    """(2, N) scaled pair integrands (:mod:`noisealloc.theory._dirac_kernels`; numpy path without numba)."""
+    from noisealloc.theory._numba import HAVE_NUMBA
+
+    if HAVE_NUMBA:
+        from noisealloc.theory._dirac_kernels import pair_integrand
+
+        out = np.empty((2, t.size))
+        pair_integrand(np.ascontiguousarray(t, dtype=np.float64), np.ascontiguousarray(u, dtype=np.float64),
+                       np.ascontiguousarray(tstar, dtype=np.float64), np.ascontiguousarray(inv_s, dtype=np.float64),
+                       np.ascontiguousarray(pair, dtype=np.int64), pa.astype(np.int64), pb.astype(np.int64),
+                       e1, e2, mu, log_pi, out)
+        return out
+    z = t[:, None] * e1[pair] + u[:, None] * e2[pair]
+    f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pair], pb[pair])
+    g = np.exp(-0.5 * (t - tstar) * (t + tstar) - 0.5 * u * u)
+    return np.vstack([g * f1, g * f2])
+
+
+def _quad_2d_pairs(mu, log_pi, lam, rtol):
+    r"""2-D rule in the frames of atom pairs; (value, abs_error) (2, L), accepted (L,) bool, info.
+
+    With :math:`\mathrm{tr}\,C = \sum_{a<b} w_a w_b d_{ab}^2` and the partition of unity
+    :math:`\psi_{ab} = w_a w_b / Q` of the entropy, and :math:`p\,w_a = \pi_a N(x; \mu_a, \sigma^2 I)`,
+
+    .. math:: \mathrm{mmse} = \sum_{a<b} \pi_a E_z[d_{ab}^2 w_b], \qquad
+              H = \sum_{a<b} \pi_a E_z[\mathcal H(w)\, w_b / Q], \qquad x = \mu_a + \sigma z .
+
+    Each term's mass sits in the boundary layer of the pair: in rotated coordinates
+    :math:`z = t e_1 + u e_2` (:math:`e_1` towards :math:`\mu_b`) at :math:`t_0 = s/2 + \log(\pi_a/\pi_b)/s`,
+    :math:`s = d_{ab}/\sigma`, decaying on the scale :math:`h = \min(1, 2/s)` on both sides.  The
+    outer integral over ``t`` starts from panels at :math:`t_0 + h\tau` (fixed :math:`\tau`), cut at
+    the cell vertices, and is adaptive (G10/K21); the inner one over ``u`` is adaptive, cut and graded
+    where the boundary lines whose atoms are near the top cross it.  Pairs whose whole layer carries,
+    by the Bhattacharyya bound, less than ``e^-60`` of the largest pair's bound are skipped; a level is
+    accepted when the error estimate meets ``rtol`` and the skipped pairs' bounds are below
+    ``1e-2 rtol`` of the value.
+    """
+    k = mu.shape[0]
+    n_lev = lam.size
+    sigma = np.exp(-0.5 * lam)
+    sig2 = sigma * sigma
+    pa, pb = np.triu_indices(k, 1)
+    dvec = mu[pb] - mu[pa]
+    dist = np.sqrt(np.einsum("pr,pr->p", dvec, dvec))
+    e1 = dvec / dist[:, None]
+    e2 = np.stack([-e1[:, 1], e1[:, 0]], axis=1)
+    s = dist[None, :] / sigma[:, None]  # (L, P)
+    t0 = 0.5 * s + (log_pi[pa] - log_pi[pb])[None, :] / s
+    s2o8 = s * s / 8.0
+    log_bound = (math.log(2.0) + 0.5 * (log_pi[pa] + log_pi[pb])[None, :]
+                 + np.log(np.maximum(dist[None, :] ** 2, 1.24 + s2o8 + math.log(k))) - s2o8)
+    keep = log_bound >= log_bound.max(axis=1, keepdims=True) - 60.0
+    pl, pp = np.nonzero(keep)
+    n_prob = pl.size
+    h = np.minimum(1.0, 2.0 / s[pl, pp])
+    tc = t0[pl, pp]
+    tstar = np.maximum(tc, 0.0)
+    log_scale = log_pi[pa[pp]] - math.log(2.0 * math.pi) - 0.5 * tstar * tstar
+    t_lo = np.minimum(tc, 0.0) - 13.0
+    t_hi = tstar + 13.0
+    # boundary lines n.x = c (x in span coordinates) of every pair, per level
+    a_all, b_all, n_all = _pairs(k, mu)
+    c_all = _planes(mu, log_pi, a_all, b_all, n_all, sig2)  # (L, P)
+    i1, i2 = np.triu_indices(n_all.shape[0], 1)
+    det = n_all[i1, 0] * n_all[i2, 1] - n_all[i1, 1] * n_all[i2, 0]
+    nn = np.sqrt(np.einsum("pr,pr->p", n_all, n_all))
+    okd = np.abs(det) > 1e-12 * nn[i1] * nn[i2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xv = np.where(okd[None, :], (c_all[:, i1] * n_all[None, i2, 1] - c_all[:, i2] * n_all[None, i1, 1]) / det, np.nan)
+        yv = np.where(okd[None, :], (n_all[None, i1, 0] * c_all[:, i2] - n_all[None, i2, 0] * c_all[:, i1]) / det, np.nan)
+    pv = np.stack([xv, yv], axis=-1)  # (L, V, 2)
+    rel_v = _near_top(pv, sig2[:, None], mu, log_pi, (a_all[i1], b_all[i1], a_all[i2], b_all[i2]),
+                      margin=VERTEX_RELEVANCE_NATS)
+    tv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e1[pp]) / sigma[pl][:, None]
+    uv = np.einsum("pvr,pr->pv", (pv[pl] - mu[pa[pp]][:, None, :]), e2[pp]) / sigma[pl][:, None]
+    # a vertex is a kink of the inner integral on the scale of its lines' layers (width sigma/|n| in
+    # z units): cut there when it is relevant, inside the u window and one of its layers is thinner than 1
+    thin_v = np.minimum(nn[i1], nn[i2])[None, :] / sigma[pl][:, None] > 1.0
+    tv = np.where(rel_v[pl] & (np.abs(uv) < 13.0) & thin_v, tv, np.nan)
+    taus = np.array([-40.0, -20.0, -9.0, -4.0, -1.5, 0.0, 1.5, 4.0, 9.0, 20.0, 40.0])
+    pts = np.concatenate([t_lo[:, None], t_hi[:, None], tc[:, None] + h[:, None] * taus[None, :], tv], axis=1)
+    pts = np.where(np.isfinite(pts), pts, t_lo[:, None])
+    pts = np.clip(pts, t_lo[:, None], t_hi[:, None])
+    pts.sort(axis=1)
+    ia, ib = pts[:, :-1], pts[:, 1:]
+    good = ib > ia
+    ipid = np.broadcast_to(np.arange(n_prob)[:, None], ia.shape)[good]
+    ia, ib = ia[good], ib[good]
+    u_base = np.array([-13.0, -7.0, -3.0, 0.0, 3.0, 7.0, 13.0])
+    ne2 = n_all @ e2.T  # (P_lines, P_pairs): n . e2
+    ne1 = n_all @ e1.T
+    stats = {"inner_nfev": 0, "inner_success": True}
+
+    def inner(t, q, chunk=512):
+        out = np.empty((2, t.size))
+        for st in range(0, t.size, chunk):
+            tt, qq = t[st:st + chunk], q[st:st + chunk]
+            lv, pr = pl[qq], pp[qq]
+            sg = sigma[lv]
+            # crossing of every boundary line with this ray x = mu_a + sigma (t e1 + u e2)
+            cn = c_all[lv] - mu[pa[pr]] @ n_all.T - sg[:, None] * tt[:, None] * ne1[:, pr].T  # (n, lines)
+            den = sg[:, None] * ne2[:, pr].T
+            okc = np.abs(ne2[:, pr].T) > 1e-12 * nn[None, :]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                uc = np.where(okc, cn / den, np.nan)
+                width = np.where(okc, sg[:, None] / np.abs(den) * sg[:, None], np.inf)  # sigma / |n.e2| in z units
+            xc = (mu[pa[pr]][:, None, :] + sg[:, None, None] * (tt[:, None, None] * e1[pr][:, None, :]
+                                                                  + np.nan_to_num(uc)[:, :, None] * e2[pr][:, None, :]))
+            # A crossing where the line's atoms trail the leading one by `gap` nats is a feature of relative
+            # size e^-gap spread over ~max(gap, 1) layer widths (the nearest complex zero of the
+            # log-sum-exp).  Cut where that is narrower than 1 in u (wider features are resolved by the
+            # G10/K21 panels and their error test), and never beyond CUT_RELEVANCE_NATS (below 1e-13).
+            gap = _top_gap(xc, sig2[lv][:, None], mu, log_pi, (a_all, b_all))
+            rel = (gap <= CUT_RELEVANCE_NATS) & (np.abs(uc) < 13.0) & (width * np.maximum(gap, 1.0) < 1.0)
+            uc = np.where(rel, uc, np.nan)
+            scale = np.minimum(1.0, np.min(np.where(rel, width, np.inf), axis=1))
+            m_terms = 6
+            offs = scale[:, None] * _PAIR_FIRST * _PAIR_RATIO ** np.arange(m_terms)[None, :]
+            cc = np.where(np.isfinite(uc), uc, -13.0)
+            allp = np.concatenate([np.broadcast_to(u_base, (tt.size, u_base.size)), cc,
+                                   (cc[:, :, None] - offs[:, None, :]).reshape(tt.size, -1),
+                                   (cc[:, :, None] + offs[:, None, :]).reshape(tt.size, -1)], axis=1)
+            allp = np.clip(allp, -13.0, 13.0)
+            allp.sort(axis=1)
+            ja, jb = allp[:, :-1], allp[:, 1:]
+            gd = jb > ja
+            jp = np.broadcast_to(np.arange(tt.size)[:, None], ja.shape)[gd]
+            ja, jb = ja[gd], jb[gd]
+
+            def f(u, r, tt=tt, qq=qq):
+                return _pair_integrand(tt[r], u, tstar[qq[r]], 1.0 / sigma[pl[qq[r]]], pp[qq[r]], pa, pb, e1, e2,
+                                       mu, log_pi)
+
+            res = adaptive_gauss_kronrod(f, ja, jb, jp, tt.size, n_out=2, rtol=_INNER_RTOL, atol=_PAIR_ATOL, warn=False,
+                                         max_rounds=30, max_intervals=200 * tt.size)
+            stats["inner_nfev"] += res.nfev
+            stats["inner_success"] &= res.success
+            out[:, st:st + chunk] = res.value
+        return out
+
+    res = adaptive_gauss_kronrod(inner, ia, ib, ipid, n_prob, n_out=2, rtol=rtol, atol=100 * _PAIR_ATOL, warn=False,
+                                 max_rounds=30, max_intervals=40 * n_prob + 100_000)
+    with np.errstate(under="ignore"):
+        fac = np.exp(log_scale)
+    val = np.zeros((2, n_lev))
+    err = np.zeros((2, n_lev))
+    for o in range(2):
+        val[o] = np.bincount(pl, weights=fac * res.value[o], minlength=n_lev)
+        # + the inner absolute tolerance over the t range (at most 26 + 80 h wide)
+        err[o] = np.bincount(pl, weights=fac * (res.abs_error[o] + 120.0 * _PAIR_ATOL), minlength=n_lev)
+    with np.errstate(under="ignore"):
+        skipped = np.sum(np.where(keep, 0.0, np.exp(log_bound)), axis=1)
+    ok = (np.all(err <= rtol * val, axis=0) & np.all(val > 0, axis=0)
+          & np.all(skipped[None, :] <= GH_UNRESOLVED_FRACTION * rtol * val, axis=0))
+    if not res.success:
+        bad_lev = np.unique(pl[np.any(res.abs_error > np.maximum(rtol * np.abs(res.value), 100 * _PAIR_ATOL), axis=0)])
+        ok[bad_lev] = False
+    if not stats["inner_success"]:  # an inner integral missed its tolerance: no level of this call is trusted
+        ok[:] = False
+    err = err + skipped[None, :]
+    info = {"pair_problems": int(n_prob), "nfev": int(res.nfev + stats["inner_nfev"]), "outer_nfev": int(res.nfev),
+            "outer_nit": int(res.nit), "outer_intervals": int(res.n_intervals), "initial_intervals": int(ia.size),
+            "success": bool(res.success and stats["inner_success"])}
+    return val, err, ok, info
+
+
+def _quad_per_level(mu, log_pi, lam, rtol):
+    r"""(value, abs_error, info) of :math:`E\,\mathrm{tr}\,C` and :math:`E\,\mathcal H(w)` with the rule chosen per level.
+
+    Tensor Gauss--Hermite in the component frames (:func:`_quad_gauss_hermite`) at every level where
+    its doubling estimate and the unresolved-layer bound meet ``rtol``; the boundary-cut rule
+    (:func:`_quad_1d` / :func:`_quad_2d`) at the others, in one vectorised call.  ``info`` holds
+    ``gauss_hermite_order`` (per level; 0 where the boundary-cut rule was used) and ``rule_counts``.
+    """
+    r = mu.shape[1]
+    val, err, order = _quad_gauss_hermite(mu, log_pi, lam, rtol)
+    rule = np.where(order > 0, 1.0, 0.0)  # 1 GH, 2 pair frames, 3 boundary-cut box
+    rest = order == 0
+    info = {"n_intervals": 0, "nfev": 0, "nit": 0, "success": True}
+    n_pairs = 0
+    if np.any(rest) and r == 2:
+        idx = np.flatnonzero(rest)
+        v, e, ok, pinfo = _quad_2d_pairs(mu, log_pi, lam[idx], rtol)
+        val[:, idx[ok]], err[:, idx[ok]] = v[:, ok], e[:, ok]
+        rule[idx[ok]] = 2.0
+        rest[idx[ok]] = False
+        n_pairs = int(ok.sum())
+        info["pair_nfev"] = pinfo["nfev"]
+    if np.any(rest):
+        if r == 1:
+            v, e, info1 = _quad_1d(mu[:, 0], log_pi, lam[rest], rtol)
+        else:
+            v, e, info1 = _quad_2d(mu, log_pi, lam[rest], rtol)
+        info.update(info1)
+        val[:, rest], err[:, rest] = v, e
+        rule[rest] = 3.0
+    info["gauss_hermite_order"] = order.astype(np.float64)
+    info["rule"] = rule
+    info["rule_counts"] = {"gauss-hermite": int(np.sum(order > 0)), "pair-frame": n_pairs,
+                           "boundary-cut": int(np.sum(rest))}
+    return val, err, info
+
+
 def _pairs(k, mu, *, all_pairs=True):
     if all_pairs:
         a, b = np.triu_indices(k, 1)
@@ -758,7 +1159,39 @@ def _quad_1d(mu1, log_pi, lam, rtol):
                                       "success": res.success}
 
 
-def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
+def _top_gap(points, sig2, mu, log_pi, atoms):
+    """Largest logit minus the smallest logit of ``atoms`` at ``points`` (inf at NaN points)."""
+    d = points[..., None, :] - mu
+    logit = log_pi - np.einsum("...kr,...kr->...k", d, d) / (2.0 * sig2[..., None])
+    top = logit.max(axis=-1)
+    low = np.full(top.shape, np.inf)
+    for idx in atoms:
+        low = np.minimum(low, np.take_along_axis(logit, np.broadcast_to(idx, top.shape)[..., None], axis=-1)[..., 0])
+    gap = top - low
+    return np.where(np.isfinite(gap), gap, np.inf)
+
+
+def _near_top(points, sig2, mu, log_pi, atoms, margin=None):
+    r"""Whether every atom of ``atoms`` is within :data:`CUT_RELEVANCE_NATS` of the largest logit at ``points``.
+
+    ``points`` (..., 2), ``sig2`` broadcastable to ``points.shape[:-1]``, ``atoms`` a tuple of integer
+    arrays broadcastable likewise.  NaN points are not relevant.  A boundary line between ``a`` and
+    ``b`` makes the integrand non-smooth only where ``a`` and ``b`` are the two largest posterior
+    weights (elsewhere the log-sum-exp is dominated by a third atom and is analytic across it), so a
+    cut there is needed only near the top; the margin keeps every cut near a cell vertex.
+    """
+    margin = CUT_RELEVANCE_NATS if margin is None else margin
+    d = points[..., None, :] - mu
+    logit = log_pi - np.einsum("...kr,...kr->...k", d, d) / (2.0 * sig2[..., None])
+    top = logit.max(axis=-1)
+    ok = np.isfinite(top)
+    for idx in atoms:
+        ok &= np.take_along_axis(logit, np.broadcast_to(idx, top.shape)[..., None], axis=-1)[..., 0] \
+            >= top - margin
+    return ok
+
+
+def _quad_2d(mu, log_pi, lam, rtol, chunk=256, prune=True):
     k = mu.shape[0]
     sigma, sig2, delta = _scales(mu, lam)
     a, b, n = _pairs(k, mu)
@@ -778,6 +1211,13 @@ def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
         det = n[i1, 0] * n[i2, 1] - n[i1, 1] * n[i2, 0]
         okd = np.abs(det) > 1e-12 * nn[i1] * nn[i2]
         x_vert = np.where(okd[None, :], (c[:, i1] * n[None, i2, 1] - c[:, i2] * n[None, i1, 1]) / det[None, :], np.nan)
+        if prune:  # only the cuts where the pair's atoms are (near) the two most probable ones
+            y_vert = (n[None, i1, 0] * c[:, i2] - n[None, i2, 0] * c[:, i1]) / det[None, :]
+            pv = np.stack([x_vert, y_vert], axis=-1)
+            keep_v = _near_top(pv, sig2[:, None], mu, log_pi, (a[i1], b[i1], a[i2], b[i2]))
+            x_vert = np.where(keep_v, x_vert, np.nan)
+            pl = np.stack([x_line, np.broadcast_to(mid[None, :, 1], x_line.shape)], axis=-1)
+            x_line = np.where(_near_top(pl, sig2[:, None], mu, log_pi, (a, b)), x_line, np.nan)
     cuts0 = np.concatenate([np.broadcast_to(mu[:, 0], (lam.size, k)), x_line, x_vert], axis=1)
     ia, ib, ip = graded_breakpoints(cuts0, lo0, hi0, delta)
     stats = {"inner_intervals": 0, "inner_nfev": 0, "inner_success": True}
@@ -788,6 +1228,9 @@ def _quad_2d(mu, log_pi, lam, rtol, chunk=256):
             xs, ps = x0[s:s + chunk], p[s:s + chunk]
             with np.errstate(divide="ignore", invalid="ignore"):
                 cr = np.where(ok1[None, :], (c[ps] - n[None, :, 0] * xs[:, None]) / n[None, :, 1], np.nan)
+                if prune:
+                    pc = np.stack([np.broadcast_to(xs[:, None], cr.shape), cr], axis=-1)
+                    cr = np.where(_near_top(pc, sig2[ps][:, None], mu, log_pi, (a, b)), cr, np.nan)
             cuts1 = np.concatenate([np.broadcast_to(mu[:, 1], (xs.size, k)), cr], axis=1)
             ja, jb, jp = graded_breakpoints(cuts1, lo1[ps], hi1[ps], delta[ps])
 
