@@ -202,4 +202,124 @@ def test_wide_interval_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "e.json"
     assert main(["entropy", "--data", "dirac:K=3,D=1,sep=2,seed=0", "--lam-min", "-800", "--lam-max", "800",
                  "--levels", "9", "--out", str(out), "--quiet"]) == 0
-    json.loads(out.read_text())  # strict JSON: no NaN/Infinity literals
+    def refuse(name):
+        raise AssertionError(f"non-standard JSON literal {name}")
+
+    # strict JSON: json.loads accepts NaN/Infinity literals unless told otherwise
+    json.loads(out.read_text(), parse_constant=refuse)
+
+
+# ------------------------------------------------------------------ cases of issue 16 without a test before
+def test_output_folder_that_is_not_writable(tmp_path, monkeypatch, capsys):
+    """A read-only disk (modelled by os.access, since root may write anywhere): refused before computing."""
+    import os
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if os.fspath(p) == str(ro) else real(p, mode, **kw))
+    monkeypatch.chdir(tmp_path)
+    assert main(["schedules", "--points", "100", "--out", "ro/s.json"]) == 2
+    _one_line_error(capsys, "--out 'ro/s.json'", "is not writable")
+    assert list(ro.iterdir()) == []
+
+
+def test_full_disk_names_the_file_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """ENOSPC during the write (a full disk): one line naming the destination, no temporary left."""
+    import errno
+
+    from noisealloc.theory import schedule_io
+
+    real = schedule_io.os.fdopen
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(schedule_io.os, "fdopen", lambda fd, mode="r", *a, **k: Full(real(fd, mode, *a, **k)))
+    monkeypatch.chdir(tmp_path)
+    assert main(["schedules", "--points", "100", "--out", "big.json"]) == 2
+    line = _one_line_error(capsys, "No space left on device", "big.json")
+    assert line.startswith("noisealloc schedules: error:")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mnist_gzip_stream_cut_short_names_the_file(tmp_path, capsys):
+    import gzip
+
+    d = tmp_path / "mn"
+    d.mkdir()
+    payload = gzip.compress(bytes(16 + 784 * 10000))
+    (d / "t10k-images-idx3-ubyte.gz").write_bytes(payload[: len(payload) // 2])
+    (d / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(bytes(8 + 10000)))
+    assert main(["entropy", "--data", f"mnist:{d}", "--levels", "5", "--out", str(tmp_path / "o.json"),
+                 "--quiet"]) == 2
+    _one_line_error(capsys, "t10k-images-idx3-ubyte.gz", "corrupt or truncated gzip file")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_optimize_does_not_create_a_missing_output_folder(tmp_path, capsys):
+    out = tmp_path / "nonexistent" / "o.json"
+    assert main(["optimize", "--data", "dirac:K=3,D=1,sep=2,seed=0", "--model", "posterior-weights",
+                 "--levels", "9", "--out", str(out)]) == 2
+    _one_line_error(capsys, "does not exist (it is not created for you)")
+    assert not out.parent.exists()
+
+
+@pytest.mark.parametrize("argv", [["entropy", "--levels", "9", "--out", "e.json", "--quiet"],
+                                  ["schedule", "--out", "s.json"]])
+def test_atoms_beyond_the_float_range_are_one_line(tmp_path, monkeypatch, capsys, argv):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np.savez("big.npz", atoms=np.array([[-1e200], [1e200]]))
+    data = ["--data", "npz:big.npz"] if argv[0] == "entropy" else ["--from-data", "npz:big.npz"]
+    assert main(argv[:1] + data + argv[1:]) == 2
+    _one_line_error(capsys, "ATOM_ABS_MAX", "got 1e+200", "lam + 2 log c")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.npz"]
+
+
+def test_pickled_npz_is_refused(tmp_path, monkeypatch, capsys):
+    """The npz loaders never unpickle (kept from before issue 16)."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np.savez("pk.npz", atoms=np.array([{"a": 1}, None], dtype=object))
+    assert main(["entropy", "--data", "npz:pk.npz", "--levels", "5", "--out", "e.json", "--quiet"]) == 2
+    _one_line_error(capsys, "allow_pickle=False")
+    assert not (tmp_path / "e.json").exists()
+
+
+@pytest.mark.slow  # starts a Dask LocalCluster of two worker processes (~10-20 s)
+def test_ctrl_c_to_a_running_sweep_is_one_line(tmp_path):
+    """SIGINT to the whole process group, as a terminal's Ctrl-C: the workers ignore it, the sweep ends
+    with one line and status 130, finished cells are kept, no worker process is left."""
+    import os
+    import signal
+    import time
+
+    (tmp_path / "demo.toml").write_text('[sweep]\nname = "demo"\nkind = "demo"\n[grid]\n'
+                                        'a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]\n[fixed]\nsleep = 4.0\n')
+    code = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); os.setpgrp(); "
+            "from noisealloc.cli import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, "sweep", "demo.toml", "--out", "out", "--workers", "2",
+                             "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "out" / "cells").is_dir() or not any((tmp_path / "out" / "cells").iterdir()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert proc.returncode == 130, err
+    assert lines == ["noisealloc sweep: interrupted"], err
+    assert "Traceback" not in err and any((tmp_path / "out" / "cells").iterdir())

@@ -82,8 +82,14 @@ def _scale(pixels: np.ndarray, p_max: float, scale: str) -> np.ndarray:
 
 def _read_idx(path: Path, magic: int, shape: tuple[int, ...]) -> np.ndarray:
     """Read one gzip-compressed IDX file and check its magic number and sizes."""
-    with gzip.open(path, "rb") as fh:
-        data = fh.read()
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        # a gzip stream cut short or damaged: name the file (the bare EOFError names nothing)
+        raise ValueError(f"{path}: corrupt or truncated gzip file ({type(exc).__name__}: {exc})") from exc
     ndim = len(shape)
     header_len = 4 + 4 * ndim
     if len(data) < header_len:

@@ -112,9 +112,12 @@ def atomic_write(path, write) -> Path:
         # would get (0666 less the umask), as cp or a plain open() would give it.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # a failed write (ENOSPC, EIO, EDQUOT) carries no file name: give it the destination's
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     return path
 

@@ -719,6 +719,8 @@ WORKER_ENV = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false intra_op_parallel
 
 
 def _client(scheduler, n_workers):
+    import logging
+
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -727,8 +729,21 @@ def _client(scheduler, n_workers):
     # One thread per worker: XLA (the neural training cells) would otherwise start a thread pool per
     # worker as large as the machine, and two such pools on 2 cores ran the small training steps 2-3x
     # slower than one thread each.  Set only in the worker processes, never in the caller's.
-    cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                           dashboard_address=None, env=dict(WORKER_ENV))
+    # Ctrl-C reaches the whole process group: worker processes started with SIGINT ignored leave the
+    # interrupt to this process, which shuts them down (each used to print a KeyboardInterrupt
+    # traceback); silence_logs drops the nanny's shutdown warnings ("Worker process still alive ...").
+    # An interrupted sweep thus ends with one line.  Errors still show.
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+    try:
+        cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
+                               dashboard_address=None, env=dict(WORKER_ENV), silence_logs=logging.ERROR)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, previous)
     return Client(cluster), cluster
 
 
@@ -839,23 +854,26 @@ def _run_locked(spec, out, cells, keys, version, *, scheduler, n_workers, stop_a
 
                 bar = tqdm(total=len(cells), initial=n_cached, desc=f"sweep {spec.name}", unit="cell")
             ac = as_completed(list(futures))
-            for fut in ac:
-                i = futures[fut]
-                rec = fut.result()
-                n_computed += 1
-                if "error" in rec:
-                    failed.append(rec)
-                else:
-                    records[i] = rec
+            try:
+                for fut in ac:
+                    i = futures[fut]
+                    rec = fut.result()
+                    n_computed += 1
+                    if "error" in rec:
+                        failed.append(rec)
+                    else:
+                        records[i] = rec
+                    if bar is not None:
+                        bar.update(1)
+                    if stop_after is not None and n_computed >= int(stop_after):
+                        for f in futures:
+                            if not f.done():
+                                f.cancel()
+                        break
+            finally:
+                # closed on every exit (an interrupt too), so the bar ends its line before any message
                 if bar is not None:
-                    bar.update(1)
-                if stop_after is not None and n_computed >= int(stop_after):
-                    for f in futures:
-                        if not f.done():
-                            f.cancel()
-                    break
-            if bar is not None:
-                bar.close()
+                    bar.close()
         finally:
             if own:
                 client.close()
