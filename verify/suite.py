@@ -85,6 +85,7 @@ def _checks(tier: str, gen):
 
     quick = tier == "quick"
     yield lambda: checks.check_i_mmse()
+    yield lambda: checks.check_i_mmse_monte_carlo(n_samples=4096 if quick else 16384, rng=gen)
     yield lambda: checks.check_budget()
     yield lambda: checks.check_theorem1()
     yield lambda: checks.check_theorem1p(rng=gen)
