@@ -33,24 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "add_arguments", "run"]
-
-
-def add_arguments(parser) -> None:
-    """Arguments of ``noisealloc bench solver``.
-
-    Parameters
-    ----------
-    parser : argparse.ArgumentParser
-
-    Returns
-    -------
-    None
-    """
-    parser.add_argument("--sizes", default="500,2000,20000", help="comma-separated grid sizes n (default 500,2000,20000)")
-    parser.add_argument("--no-cvxpy", action="store_true", help="skip the CVXPY + Clarabel baseline")
-    parser.add_argument("--cvxpy-sizes", default="500,2000", help="sizes at which CVXPY runs (default 500,2000)")
-    parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
+__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem"]
 
 
 def problem(name: str, n: int):
@@ -217,44 +200,3 @@ def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000)
         if len(ns) >= 2:
             scaling[name] = (ns[0], ns[-1], times[(name, ns[-1])] / times[(name, ns[0])])
     return SolverBenchResult(rows=rows, scaling=scaling, cvxpy_available=have_cvxpy)
-
-
-def run(args) -> int:
-    """``noisealloc bench solver``: parse the sizes, :func:`measure`, print one line per run.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        From :func:`add_arguments`.
-
-    Returns
-    -------
-    int
-        0.
-    """
-    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
-    if not sizes or min(sizes) < 2:
-        raise ValueError(f"--sizes must be integers >= 2; got {args.sizes!r}")
-    cv_sizes = [int(s) for s in str(getattr(args, "cvxpy_sizes", "500,2000")).split(",") if s.strip()]
-    problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
-    r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
-    if not args.no_cvxpy and not r.cvxpy_available:
-        print("CVXPY baseline: cvxpy and/or clarabel are missing (pip install cvxpy clarabel); skipped")
-    print("A-optimal design (W = I); ours = multiplicative + Newton polish, certified by noisealloc.solvers.certify")
-    for row in r.rows:
-        cert = row.certificate
-        print(
-            f"{row.name:10s} n={row.n:6d} m={row.m:2d}  ours: {row.seconds:8.3f} s  certified rel gap {cert.rel_gap:.2e}  "
-            f"equivalence {'ok' if cert.equivalence_ok else 'FAILED'}  atoms {cert.n_atoms} -> reduced {row.n_reduced} "
-            f"-> merged {row.n_merged} (value +{row.merge_rel_increase:.1e} rel; bound {cert.atom_bound})  grads {row.njev}"
-        )
-        if row.cvxpy is not None:
-            cv = row.cvxpy
-            print(
-                f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SOCP, status {cv['status']}): {cv['seconds']:8.3f} s  "
-                f"certified rel gap {cv['certificate'].rel_gap:.2e}  atoms {cv['n_atoms']} (weights > 1e-9 max)  "
-                f"time ratio CVXPY/ours = {cv['ratio']:.1f}x"
-            )
-    for name, (n0, n1, growth) in r.scaling.items():
-        print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
-    return 0

@@ -2,13 +2,10 @@
 
 The measuring functions live in ``noisealloc.verify.bench_<name>`` and return typed results; this
 module parses the arguments and prints.  ``posterior``: parse -> :func:`noisealloc.verify.bench_posterior.measure`
--> print.  ``solver``: its module still holds ``add_arguments(parser)`` and ``run(args) -> int``.
+-> print; ``solver``: parse -> :func:`noisealloc.verify.bench_solver.measure` -> print.
 """
 
 from __future__ import annotations
-
-import importlib
-import importlib.util
 
 BENCHMARKS = {
     "posterior": ("noisealloc.verify.bench_posterior", "MNIST posterior profile against bare GEMMs of the same shapes"),
@@ -18,20 +15,13 @@ BENCHMARKS = {
 
 def add_arguments(parser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="NAME", required=True)
-    for name, (module, help_text) in BENCHMARKS.items():
+    for name, (_module, help_text) in BENCHMARKS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.set_defaults(_bench_module=module)
-        if name in _BRANCHES:
-            _BRANCHES[name][0](p)
-        elif importlib.util.find_spec(module) is not None:
-            importlib.import_module(module).add_arguments(p)
+        _BRANCHES[name][0](p)
 
 
 def run(args) -> int:
-    if args.bench in _BRANCHES:
-        return int(_BRANCHES[args.bench][1](args) or 0)
-    module = importlib.import_module(args._bench_module)
-    return int(module.run(args) or 0)
+    return int(_BRANCHES[args.bench][1](args) or 0)
 
 
 # ------------------------------------------------------------------------------------------ posterior
@@ -90,4 +80,45 @@ def _posterior_run(args) -> int:
 
 
 # Benchmarks whose parsing and printing live here: name -> (add_arguments, run).
-_BRANCHES = {"posterior": (_posterior_arguments, _posterior_run)}
+# ------------------------------------------------------------------------------------------ solver
+
+
+def _solver_arguments(parser) -> None:
+    parser.add_argument("--sizes", default="500,2000,20000", help="comma-separated grid sizes n (default 500,2000,20000)")
+    parser.add_argument("--no-cvxpy", action="store_true", help="skip the CVXPY + Clarabel baseline")
+    parser.add_argument("--cvxpy-sizes", default="500,2000", help="sizes at which CVXPY runs (default 500,2000)")
+    parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
+
+
+def _solver_run(args) -> int:
+    from noisealloc.verify.bench_solver import measure
+
+    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    if not sizes or min(sizes) < 2:
+        raise ValueError(f"--sizes must be integers >= 2; got {args.sizes!r}")
+    cv_sizes = [int(s) for s in str(getattr(args, "cvxpy_sizes", "500,2000")).split(",") if s.strip()]
+    problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
+    r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
+    if not args.no_cvxpy and not r.cvxpy_available:
+        print("CVXPY baseline: cvxpy and/or clarabel are missing (pip install cvxpy clarabel); skipped")
+    print("A-optimal design (W = I); ours = multiplicative + Newton polish, certified by noisealloc.solvers.certify")
+    for row in r.rows:
+        cert = row.certificate
+        print(
+            f"{row.name:10s} n={row.n:6d} m={row.m:2d}  ours: {row.seconds:8.3f} s  certified rel gap {cert.rel_gap:.2e}  "
+            f"equivalence {'ok' if cert.equivalence_ok else 'FAILED'}  atoms {cert.n_atoms} -> reduced {row.n_reduced} "
+            f"-> merged {row.n_merged} (value +{row.merge_rel_increase:.1e} rel; bound {cert.atom_bound})  grads {row.njev}"
+        )
+        if row.cvxpy is not None:
+            cv = row.cvxpy
+            print(
+                f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SOCP, status {cv['status']}): {cv['seconds']:8.3f} s  "
+                f"certified rel gap {cv['certificate'].rel_gap:.2e}  atoms {cv['n_atoms']} (weights > 1e-9 max)  "
+                f"time ratio CVXPY/ours = {cv['ratio']:.1f}x"
+            )
+    for name, (n0, n1, growth) in r.scaling.items():
+        print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
+    return 0
+
+
+_BRANCHES = {"posterior": (_posterior_arguments, _posterior_run), "solver": (_solver_arguments, _solver_run)}
