@@ -345,6 +345,20 @@ def _strata(n: int, stratify: bool) -> np.ndarray:
     return np.repeat(np.arange(n_strata), sizes)
 
 
+def _samples_and_seed(n_samples, rng):
+    """``(n, seed, rng)``: ``n_samples`` checked (an integer >= 2), and the integer seed to record (drawn
+    from the OS when ``rng`` is None, which then becomes that seed; None for a Generator)."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
+        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two samples); got {n_samples!r}")
+    seed = None
+    if rng is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))
+        rng = seed
+    elif isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        seed = int(rng)
+    return int(n_samples), seed, rng
+
+
 def draw_common_random_numbers(weights, n_samples: int, dim: int, *, rng=None, stratify: bool = True) -> CommonRandomNumbers:
     r"""Draw ``(k_i, eps_i)``, ``i = 1..n_samples``: ``k_i ~ pi`` (stratified) and ``eps_i ~ N(0, I_dim)``.
 
@@ -370,15 +384,7 @@ def draw_common_random_numbers(weights, n_samples: int, dim: int, *, rng=None, s
     -------
     CommonRandomNumbers
     """
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
-        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two samples); got {n_samples!r}")
-    n = int(n_samples)
-    seed = None
-    if rng is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-        rng = seed
-    elif isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        seed = int(rng)
+    n, seed, rng = _samples_and_seed(n_samples, rng)
     gen = as_generator(rng)
     w = np.asarray(weights, dtype=np.float64)
     stratum = _strata(n, stratify)
@@ -650,19 +656,10 @@ def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> Inform
 
     from noisealloc.theory._importance import importance_samples
 
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
-        raise ValueError(f"n_samples must be an integer >= 2 (a standard error needs two samples); got {n_samples!r}")
-    seed = None
-    if rng is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))
-        rng = seed
-    elif isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        seed = int(rng)
+    n, seed, rng = _samples_and_seed(n_samples, rng)
     keep = np.flatnonzero(w > 0)
     t0 = time.perf_counter()
-    ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=int(n_samples),
-                                                 gen=as_generator(rng))
-    n = int(n_samples)
+    ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=n, gen=as_generator(rng))
     draws = CommonRandomNumbers(keep[k].astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
     info.update({"seed": seed, "kernel": "numpy", "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
                  "stratified": False, "seconds": time.perf_counter() - t0})
