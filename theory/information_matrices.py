@@ -62,7 +62,7 @@ from typing import Callable
 
 import numpy as np
 
-from noisealloc.theory.dirac import QUAD_HALF_WIDTH, _posterior_kernel
+from noisealloc.theory.dirac import QUAD_HALF_WIDTH, _gh_rule, _posterior_kernel
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_interval
 
 __all__ = [
@@ -330,14 +330,7 @@ def posterior_weight_matrices(model, lam, *, omega: Callable = _elbo, n_nodes: i
     if r_dim == 1 and model.n_atoms <= 64:
         method = "adaptive Gauss-Kronrod on the span, cut at the decision boundaries (rtol 1e-10)"
     elif r_dim <= 2:
-        x, wts = np.polynomial.hermite_e.hermegauss(int(n_nodes))
-        wts = wts / wts.sum()
-        if r_dim == 1:
-            nodes, gw = x[:, None], wts
-        else:
-            X1, X2 = np.meshgrid(x, x, indexing="ij")
-            nodes = np.column_stack([X1.ravel(), X2.ravel()])
-            gw = np.outer(wts, wts).ravel()
+        nodes, gw = _gh_rule(int(n_nodes), r_dim)
         method = f"gauss-hermite ({int(n_nodes)}^{r_dim} nodes per atom on the span)"
     else:
         gen = as_generator(rng)
