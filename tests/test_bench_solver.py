@@ -22,3 +22,11 @@ def test_bench_solver_measure_returns_certified_rows():
         assert row.certificate.certified or row.certificate.optimality_ok
         assert row.n_reduced <= row.certificate.atom_bound and row.njev > 0 and row.cvxpy is None
     assert set(r.scaling) == {"rank3"} and r.scaling["rank3"][:2] == (40, 80)
+
+
+def test_bad_sizes_are_one_line_naming_the_option(capsys):
+    for argv, option in ((["--sizes", "abc"], "--sizes"), (["--sizes", "1"], "--sizes"),
+                         (["--sizes", "30", "--cvxpy-sizes", "x"], "--cvxpy-sizes")):
+        assert main(["bench", "solver", *argv, "--no-cvxpy"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{option} must be comma-separated integers >= 2" in err[0], err

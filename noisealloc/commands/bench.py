@@ -90,13 +90,22 @@ def _solver_arguments(parser) -> None:
     parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
 
 
+def _sizes(text, option: str) -> list:
+    """Comma-separated grid sizes, each an integer >= 2 (one-line error naming ``option``)."""
+    try:
+        sizes = [int(s) for s in str(text).split(",") if s.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 2:
+        raise ValueError(f"{option} must be comma-separated integers >= 2; got {text!r}")
+    return sizes
+
+
 def _solver_run(args) -> int:
     from noisealloc.verify.bench_solver import measure
 
-    sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
-    if not sizes or min(sizes) < 2:
-        raise ValueError(f"--sizes must be integers >= 2; got {args.sizes!r}")
-    cv_sizes = [int(s) for s in str(getattr(args, "cvxpy_sizes", "500,2000")).split(",") if s.strip()]
+    sizes = _sizes(args.sizes, "--sizes")
+    cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
     problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
     r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
     if not args.no_cvxpy and not r.cvxpy_available:
