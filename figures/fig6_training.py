@@ -184,7 +184,7 @@ def _neural_sizes(quick: bool) -> dict:
                 "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
                 "online_refresh": 100}
     return {"steps": 4000, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
-            "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 512,
+            "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 256,
             "online_refresh": 100}
 
 

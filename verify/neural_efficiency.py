@@ -67,6 +67,10 @@ TEST_FRACTION = 1 / 6
 DATA_SEED = 20260611
 #: Schedules already built in this process (keyed by data name and options); see make_levels.
 _SCHEDULES: dict = {}
+#: Manifold-smoothed laws of the image training splits built in this process (keyed by data name).
+_POPULATION_LAWS: dict = {}
+#: h_source of continuous image data: the population h of the training split's manifold-smoothed law.
+POPULATION_SOURCE = "population (manifold-smoothed training split)"
 #: Validation examples of the pilot run of the two-stage schedule (never the test split).
 PILOT_VALIDATION = 256
 
@@ -93,7 +97,11 @@ class NeuralData:
     discrete : bool
         Discrete data (a Dirac mixture or binarised images).
     h_source : str
-        Which entropy rate the entropic schedules use (``"exact (law)"`` or ``"empirical (training split)"``).
+        Which entropy rate the entropic schedules use (``"exact (law)"``, ``"empirical (training split)"``
+        or :data:`POPULATION_SOURCE`).
+    population : bool
+        The entropic schedules come from the population h of the training split (its manifold-smoothed
+        law, :func:`~noisealloc.theory.population.population_schedule`) instead of ``h_model``.
     """
 
     name: str
@@ -104,6 +112,7 @@ class NeuralData:
     sigma_data: float
     discrete: bool
     h_source: str
+    population: bool = False
 
     @property
     def dim(self) -> int:
@@ -187,7 +196,13 @@ def _prepare_data(name: str, mnist) -> NeuralData:
     n_test = max(2, int(round(TEST_FRACTION * x.shape[0])))
     train, test = split_train_test(x, n_test, rng=np.random.default_rng([DATA_SEED, 2]))
     emp = DiracMixture(train)
-    return NeuralData(name, train, test, emp, None, data_scale(emp), binarised, "empirical (training split)")
+    if binarised:
+        # Binarised images are discrete data: their own law is a Dirac mixture, the training split's
+        # empirical h is the estimate (held-out images are not atoms of it, said in h_source).
+        return NeuralData(name, train, test, emp, None, data_scale(emp), True, "empirical (training split)")
+    # Grey-level images are samples of a continuous law: the empirical h of the split describes
+    # memorisation (it collapses at high SNR); the schedules take the population h (THEORY.md §2, §6.6).
+    return NeuralData(name, train, test, emp, None, data_scale(emp), False, POPULATION_SOURCE, population=True)
 
 
 def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float, *, h_levels: int = 65,
@@ -214,7 +229,7 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
     schedule object or EntropyRateEstimator
     """
     from noisealloc.theory.online import EntropyRateEstimator
-    from noisealloc.verify.training import training_schedule
+    from noisealloc.verify.training import ENTROPIC_SCHEDULES, training_schedule
 
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     if schedule == "online":
@@ -225,6 +240,15 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
         # an image training split costs far more than a short training run).
         if schedule == "sqrt-pilot":
             _SCHEDULES[key] = pilot_schedule(data, lo, hi, **(pilot or {})).schedule
+        elif data.population and schedule in ENTROPIC_SCHEDULES:
+            from noisealloc.theory.population import population_schedule, smoothed_empirical_law
+
+            if data.name not in _POPULATION_LAWS:  # neighbour search and local PCAs: once per data set
+                _POPULATION_LAWS[data.name] = smoothed_empirical_law(data.train)
+            _SCHEDULES[key] = population_schedule(
+                data.train, np.linspace(lo, hi, int(h_levels)), rule=ENTROPIC_SCHEDULES[schedule],
+                n_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]), name=schedule,
+                law=_POPULATION_LAWS[data.name]).result.schedule
         else:
             _SCHEDULES[key] = training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels),
                                                 h_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]))

@@ -50,13 +50,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="FILE.png")
 
 
-#: Levels at which the manifold-smoothed h is estimated before it is interpolated (in log h) onto the
-#: --levels grid: its h is smooth in lambda (a mixture of Gaussian-manifold rates), and each level costs
-#: a pass over every component for every sample.
-SMOOTHED_LEVELS = 25
-#: Default Monte-Carlo samples per level for the smoothed law (about 1 % relative standard error of h on
-#: digits); --samples overrides it.
-SMOOTHED_SAMPLES = 1024
 LAWS = ("auto", "empirical", "smoothed")
 
 
@@ -101,8 +94,12 @@ def _profile_from_data(args):
     lam = np.linspace(lo, hi, args.levels)
     extra = {}
     if law == "smoothed":
-        from noisealloc.theory.information import model_entropy_rate
-        from noisealloc.theory.population import smoothed_empirical_law
+        from noisealloc.theory.population import (
+            SMOOTHED_LEVELS,
+            SMOOTHED_SAMPLES,
+            population_schedule,
+            smoothed_empirical_law,
+        )
 
         w = np.asarray(model.weights, dtype=np.float64)
         if np.ptp(w) > 1e-12 * w.max():
@@ -115,14 +112,8 @@ def _profile_from_data(args):
         print(f"law: smoothed ({why}): {model.atoms.shape[0]} components, intrinsic dimension "
               f"{d_hat.value:.3g} (Levina-Bickel, k = {d_hat.k}) -> rank {pop.rank}; h at {n_lev} levels x "
               f"{n_samples} samples, interpolated to {args.levels}", file=sys.stderr, flush=True)
-        coarse = np.linspace(lo, hi, n_lev)
-        est = model_entropy_rate(pop, coarse, n_samples=n_samples, rng=args.seed)
-        # log-linear interpolation: h is positive and varies over decades at low SNR
-        log_h = np.interp(lam, coarse, np.log(np.maximum(est.value, 1e-300)))
-        h_se = np.interp(lam, coarse, est.stderr)
-        method = f"monte-carlo, manifold-smoothed law ({n_lev} levels, log-interpolated)"
-        res = schedule_from_rate(lam, np.exp(log_h), h_stderr=h_se, rule=args.rule, coordinate=args.coordinate,
-                                 floor=args.floor, method=method)
+        res = population_schedule(model.atoms, lam, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
+                                  n_levels=SMOOTHED_LEVELS, n_samples=n_samples, rng=args.seed, law=pop).result
         extra = {"plateau": pop.rank / 2.0, "intrinsic_dimension": d_hat.value, "rank": pop.rank}
     else:
         print(f"law: {law} ({why})", file=sys.stderr, flush=True)
