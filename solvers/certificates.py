@@ -232,13 +232,16 @@ def offgrid_check_problem(prob: Problem, p: np.ndarray, *, A_fn, G_fn=None, inte
     if prob.criterion == "sandwich" and prob.G is not None and G_fn is None:
         raise ValueError("the sandwich off-grid check needs G_fn (lam -> G(lam))")
     n_eval = [0]
+    # A_fn and G_fn give matrices of the problem as given; the gradient matrices are in the
+    # problem's (preconditioned) coordinates: <D, T^-T X T^-1> = <T^-1 D T^-T, X>.
+    DA_in, DG_in = prob.dual_to_original(DA), prob.dual_to_original(DG)
 
     def d(lam):
         n_eval[0] += 1
         Al = np.asarray(A_fn(float(lam)), dtype=float)
-        val = -float(np.sum(DA * Al))
+        val = -float(np.sum(DA_in * Al))
         if DG is not None:
-            val -= float(np.sum(DG * np.asarray(G_fn(float(lam)), dtype=float)))
+            val -= float(np.sum(DG_in * np.asarray(G_fn(float(lam)), dtype=float)))
         return val
 
     dg = -(prob.Aflat @ DA.ravel())
@@ -363,6 +366,7 @@ def exact_check_problem(prob: Problem, p: np.ndarray, *, A_sym, snr=None, interv
     if tuple(A_sym.shape) != (m, m):
         raise ValueError(f"A_sym must have shape ({m}, {m}); got {A_sym.shape}")
     DA, DG, bound, sc = sensitivity_parts(prob, p)
+    DA, DG = prob.dual_to_original(DA), prob.dual_to_original(DG)  # A_sym is the problem as given
     R = sp.Rational
     d = 0
     for a in range(m):

@@ -368,7 +368,9 @@ class LogDetCriterion(Criterion):
         Evaluation
         """
         K, cf = inv_pd(M)
-        value = float(-2.0 * np.sum(np.log(np.diag(cf[0]))))
+        # value_offset: -2 log|det T| of the preconditioning, so that the value is that of the problem
+        # as given (criteria read problems by attribute; a bare one has no offset).
+        value = float(-2.0 * np.sum(np.log(np.diag(cf[0])))) + float(getattr(prob, "value_offset", 0.0))
         return Evaluation(value=value, DA=-K, DG=None, M=M, K=K)
 
     def scale(self, prob, ev) -> float:

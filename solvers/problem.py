@@ -12,6 +12,19 @@ matrices (:func:`moments`)
 and its criterion value and gradient come from the problem's criterion object
 (:mod:`~noisealloc.solvers.criteria`) through :func:`evaluate`.
 
+**Preconditioning.**  Every criterion but E is invariant under a congruence
+:math:`A_i \mapsto T^{-\top} A_i T^{-1}` of all per-level matrices when the criterion's own data
+move with it (:math:`W, A_\omega \mapsto T^{-\top} W T^{-1}`, :math:`c \mapsto T^{-\top} c`; for D the
+value shifts by the constant :math:`-2\log|\det T|`).  :func:`make_problem` therefore stores the
+problem in coordinates where the uniform allocation's moment matrix :math:`M_u = \bar A` is close
+to the identity, :math:`M_u = T^\top \tilde M_u T`: an exact power-of-two Jacobi scaling when that
+leaves :math:`\tilde M_u` well conditioned, else the Householder QR of the stacked factors
+:math:`C_i` of :math:`A_i = C_i^\top C_i` (``Problem.precond_kind``).  Solutions, values (D with its
+offset included) and certificates are those of the problem as given; they do not depend on a
+positive rescaling of ``A`` or on the basis of the parameters (monomial or Chebyshev), and
+singularity is decided on the preconditioned problem.  ``Problem.A`` holds the preconditioned
+matrices; :meth:`Problem.transform` maps further matrices (off-grid levels) into them.
+
 References
 ----------
 THEORY.md section 4, regime (a).
@@ -36,7 +49,7 @@ from noisealloc.solvers.criteria import (
     inv_pd,
 )
 from noisealloc.theory.errors import RegularizationWarning, as_float_array, check_choice, check_finite
-from noisealloc.theory.tolerances import PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
+from noisealloc.theory.tolerances import EPS, PRECOND_QR_RCOND, PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
 
 __all__ = [
     "CRITERIA",
@@ -67,12 +80,14 @@ class Problem:
     Attributes
     ----------
     A : ndarray, shape (n, m, m)
-        Symmetrised, PSD per-level matrices.
+        Symmetrised, PSD per-level matrices, preconditioned: :math:`T^{-\top} A_i T^{-1}`.
     G : ndarray, shape (n, m, m) or None
-        Sandwich only (``None`` means ``G = A``).
+        Sandwich only (``None`` means ``G = A``); preconditioned like ``A``.
     W : ndarray, shape (m, m)
-        Weight of 'L'/'A'/'c' (``c c^T`` for 'c'); ``A_eval`` for the sandwich.
+        Weight of 'L'/'A'/'c' (``c c^T`` for 'c'); ``A_eval`` for the sandwich; preconditioned,
+        :math:`T^{-\top} W T^{-1}`.
     c : ndarray, shape (m,) or None
+        Preconditioned, :math:`T^{-\top} c`.
     criterion : str
         Canonical criterion name (a key of ``CRITERIA``).
     grid : ndarray, shape (n,) or None
@@ -86,6 +101,13 @@ class Problem:
         sandwich value whose rounding-error bound exceeds ``SANDWICH_ROUNDING_RTOL`` times
         the larger of V and this scale is treated as numerically singular (see
         :class:`~noisealloc.solvers.criteria.SandwichCriterion`).
+    precond : ndarray, shape (m, m) or None
+        The factor :math:`T` of the preconditioning (upper triangular or diagonal; None: none, E).
+    precond_kind : {'none', 'jacobi', 'qr'}
+        How ``T`` was found (see the module docstring).
+    value_offset : float
+        Added to the criterion value of the preconditioned matrices to give the value of the
+        problem as given: :math:`-2\log|\det T|` for D, 0 otherwise.
     """
 
     A: np.ndarray
@@ -98,6 +120,46 @@ class Problem:
     Aflat: np.ndarray
     Gflat: Optional[np.ndarray]
     value_scale: float = 1.0
+    precond: Optional[np.ndarray] = None
+    precond_kind: str = "none"
+    value_offset: float = 0.0
+
+    def transform(self, X) -> np.ndarray:
+        r"""A matrix of the problem as given (an ``A`` or ``G`` at another level) in the problem's coordinates.
+
+        Parameters
+        ----------
+        X : array_like, shape (m, m) or (k, m, m)
+
+        Returns
+        -------
+        ndarray
+            :math:`T^{-\top} X T^{-1}` (``X`` itself without preconditioning).
+        """
+        X = np.asarray(X, dtype=float)
+        if self.precond is None:
+            return X
+        Tinv = _triangular_inverse(self.precond)
+        return np.swapaxes(Tinv, -1, -2) @ X @ Tinv
+
+    def dual_to_original(self, D) -> np.ndarray:
+        r"""A gradient matrix :math:`\partial\Phi/\partial M` of the problem's coordinates in those given.
+
+        :math:`\langle D, T^{-\top} X T^{-1}\rangle = \langle T^{-1} D T^{-\top}, X\rangle`, so a
+        sensitivity against an original matrix ``X`` is ``<dual_to_original(D), X>``.
+
+        Parameters
+        ----------
+        D : ndarray, shape (m, m) or None
+
+        Returns
+        -------
+        ndarray or None
+        """
+        if D is None or self.precond is None:
+            return D
+        Tinv = _triangular_inverse(self.precond)
+        return Tinv @ D @ Tinv.T
 
     @property
     def n(self) -> int:
@@ -225,6 +287,59 @@ def check_weights(weights, n: int, *, name: str = "weights", exact_sum: bool = T
     return p / tot
 
 
+def _triangular_inverse(T: np.ndarray) -> np.ndarray:
+    import scipy.linalg as sla
+
+    return sla.solve_triangular(T, np.eye(T.shape[0]), lower=False, check_finite=False)
+
+
+def _singular_error(what: str) -> ValueError:
+    return ValueError("the information matrix is singular for every allocation: " + what +
+                      "; some parameter direction is informed by no level")
+
+
+def _precondition(A: np.ndarray):
+    r"""The congruence that makes the uniform moment matrix well conditioned (module docstring).
+
+    Returns ``(A_tilde, T, kind)`` with :math:`A_i = T^\top \tilde A_i T` and
+    :math:`\tilde M_u = \operatorname{mean}_i \tilde A_i` close to the identity.
+
+    Raises ValueError when the uniform allocation (the largest range) is singular in floating point:
+    a parameter no level informs, or stacked factors of reciprocal condition at most SINGULAR_RCOND
+    after column scaling.
+    """
+    n, m = A.shape[0], A.shape[1]
+    diag = np.einsum("ijj->j", A) / n
+    if not np.all(diag > 0):
+        k = int(np.flatnonzero(~(diag > 0))[0])
+        raise _singular_error(f"parameter {k} has zero uniform information (M_u[{k}, {k}] = 0)")
+    # Powers of two: the scaling is exact, so a positive rescaling of A by 2^k gives the same bits.
+    d = np.exp2(np.round(0.5 * np.log2(diag)))
+    As = A / np.outer(d, d)
+    ev = np.linalg.eigvalsh(As.mean(axis=0))
+    if ev[0] >= PRECOND_QR_RCOND * ev[-1]:
+        return As, np.diag(d), "jacobi"
+    # Factors of the Jacobi-scaled matrices (columns of unit size, so each factor's normwise error is
+    # columnwise too); eigenvalues below the eigensolver's resolution are rounding and are dropped.
+    w, U = np.linalg.eigh(As)
+    w = np.where(w > 4.0 * m * EPS * np.maximum(w[:, -1:], 0.0), w, 0.0)
+    C = (U * np.sqrt(w)[:, None, :]).transpose(0, 2, 1).reshape(n * m, m)  # rows: sqrt(w_k) u_k^T
+    Q, R = np.linalg.qr(C)
+    R = R / np.sqrt(n)
+    cols = np.linalg.norm(R, axis=0)
+    if not np.all(cols > 0):
+        raise _singular_error("the stacked factors of the uniform allocation have a zero column")
+    sv = np.linalg.svd(R / cols, compute_uv=False)
+    rc = sv[-1] / sv[0]
+    if not rc > SINGULAR_RCOND:
+        raise _singular_error(
+            f"the column-scaled factor of the uniform allocation's M has reciprocal condition {rc:.3g} "
+            f"<= SINGULAR_RCOND = {SINGULAR_RCOND:.3g} (M itself: {rc * rc:.3g})")
+    Qb = Q.reshape(n, m, m)
+    At = n * (np.swapaxes(Qb, 1, 2) @ Qb)
+    return 0.5 * (At + np.swapaxes(At, 1, 2)), R * d[None, :], "qr"
+
+
 def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
                  regularize: bool = True) -> Problem:
     r"""Validate raw arrays into a :class:`Problem`.
@@ -246,9 +361,10 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     grid : array_like, shape (n,), optional
         Strictly increasing candidate levels :math:`\lambda_i`.
     regularize : bool
-        Add a ridge when the uniform information matrix is near-singular (default True; the
-        solvers need it).  False evaluates the criterion exactly as defined, so a near-singular
-        allocation shows up as singular instead of being hidden by the ridge.
+        E only (the other criteria are preconditioned, see the module docstring): add a ridge when
+        the uniform information matrix is near-singular (default True; the solvers need it).  False
+        evaluates the criterion exactly as defined, so a near-singular allocation shows up as
+        singular instead of being hidden by the ridge.
 
     Returns
     -------
@@ -265,7 +381,7 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     Warns
     -----
     RegularizationWarning
-        When the uniform information matrix is near-singular (reciprocal condition below
+        E only: when the uniform information matrix is near-singular (reciprocal condition below
         ``REG_RCOND``) and ``regularize``: a ridge is then added to every :math:`M_p` and
         recorded in ``Problem.regularization``.
 
@@ -328,17 +444,31 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
             if W is not None or c is not None:
                 raise ValueError(f"W and c are not used by criterion {criterion!r}")
             Wm = np.eye(m)
-    # The uniform allocation has the largest range among all allocations.
+    # The uniform allocation has the largest range among all allocations: it decides singularity,
+    # and (every criterion but E, which is not invariant under a change of basis) its factor is the
+    # preconditioner.
+    T, kind, offset = None, "none", 0.0
+    if criterion != "E":
+        At, T, kind = _precondition(A)
+        A = np.ascontiguousarray(At)
+        Tinv = _triangular_inverse(T)
+        if Gs is not None:
+            Gs = np.ascontiguousarray(Tinv.T @ Gs @ Tinv)
+            Gs = 0.5 * (Gs + np.swapaxes(Gs, 1, 2))
+        Wm = Tinv.T @ Wm @ Tinv
+        Wm = 0.5 * (Wm + Wm.T)
+        if cvec is not None:
+            cvec = Tinv.T @ cvec
+            Wm = np.outer(cvec, cvec)
+        if criterion == "D":
+            offset = float(-2.0 * np.sum(np.log(np.abs(np.diag(T)))))
     Mu = A.mean(axis=0)
     ev = np.linalg.eigvalsh(Mu)
     lmax = ev[-1]
     if lmax <= 0 or ev[0] <= SINGULAR_RCOND * lmax:
-        raise ValueError(
-            "the information matrix is singular for every allocation: the uniform allocation's "
-            f"M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
-            f"{(ev[0] / lmax) if lmax > 0 else 0.0:.3g} <= SINGULAR_RCOND = {SINGULAR_RCOND:.3g}); "
-            "some parameter direction is informed by no level"
-        )
+        raise _singular_error(
+            f"the uniform allocation's M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
+            f"{(ev[0] / lmax) if lmax > 0 else 0.0:.3g} <= SINGULAR_RCOND = {SINGULAR_RCOND:.3g})")
     reg = 0.0
     if regularize and ev[0] < REG_RCOND * lmax:
         reg = REG_RCOND * lmax
@@ -359,6 +489,9 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         Aflat=A.reshape(n, m * m),
         Gflat=None if Gs is None else Gs.reshape(n, m * m),
         value_scale=0.0,
+        precond=T,
+        precond_kind=kind,
+        value_offset=offset,
     )
     if criterion == "sandwich":
         # The uniform allocation is the most regular one (largest range): its V fixes the scale on

@@ -292,12 +292,33 @@ def test_bad_input_choices():
         solve(A, "A", tol=-1.0)
 
 
-def test_near_singular_is_regularised_and_reported():
+def test_badly_scaled_parameter_needs_no_ridge():
+    """A parameter informed 1e12 times less than the others (rcond ~ 4e-13) is a change of units, not a
+    near-singular problem: the preconditioned solve adds no ridge, is certified, and gives the weights of
+    the same problem in natural units with the A-criterion's weight moved along (W = S^-2)."""
+    x = np.linspace(-1, 1, 20)
+    F0 = np.stack([np.ones_like(x), x, x**2], 1)
+    S = np.array([1.0, 1.0, 2e-6])
+    F = F0 * S
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RegularizationWarning
+        res = solve(F[:, :, None] * F[:, None, :], "A")
+    ref = solve(F0[:, :, None] * F0[:, None, :], "L", W=np.diag(S**-2.0))
+    assert res.regularization == 0.0 and res.certificate.certified and ref.certificate.certified
+    np.testing.assert_allclose(res.value, ref.value, rtol=1e-9)
+    # The two middle levels (+-0.05) split their mass along an almost flat direction of the value,
+    # which a certified gap of tol pins down only to ~sqrt(tol).
+    np.testing.assert_allclose(res.weights, ref.weights, atol=1e-4)
+
+
+def test_near_singular_e_problem_is_regularised_and_reported():
+    """E is not invariant under a change of basis, so it is not preconditioned: a near-singular uniform
+    moment still gets the announced ridge."""
     x = np.linspace(-1, 1, 20)
     F = np.stack([np.ones_like(x), x, 2e-6 * x**2], 1)  # third direction barely informed (rcond ~ 4e-13)
     A = F[:, :, None] * F[:, None, :]
     with pytest.warns(RegularizationWarning, match="ridge"):
-        res = solve(A, "A")
+        res = solve(A, "E")
     assert res.regularization > 0
     assert res.certificate.regularization == res.regularization
     assert np.isfinite(res.value) and np.all(np.isfinite(res.weights))

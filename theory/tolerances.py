@@ -99,6 +99,14 @@ SANDWICH_ROUNDING_RTOL = 1e-8
 #: the observed error: with one ulp the bound stays 14x above the 50-digit error of the J = 32
 #: entropic allocation (m = 128) and 60x above it at the singular-boundary point of tests/test_sandwich.py.
 SANDWICH_ROUNDING_ULPS = 1.0
+#: Preconditioning of allocation problems (issue 15 item 3): every problem but E is solved in the
+#: coordinates where the uniform allocation's moment matrix is (close to) the identity.  The exact
+#: power-of-two Jacobi scaling suffices while the Jacobi-scaled uniform moment has reciprocal
+#: condition at least this (the solvers' Cholesky gradients then keep ~12 digits); below it the
+#: per-level matrices are factored (A_i = C_i^T C_i) and the stacked factors orthonormalised by
+#: Householder QR, which is backward stable column by column, so monomial bases of degree 10 on
+#: [0, 1] (uniform moment rcond ~1e-14, a Hilbert-like matrix) lose nothing to their basis.
+PRECOND_QR_RCOND = 1e-4
 #: Below this reciprocal condition number (a few hundred ulps) the uniform
 #: information matrix is singular in floating point: every allocation is singular.
 SINGULAR_RCOND = 256 * EPS
