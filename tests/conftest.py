@@ -49,3 +49,21 @@ KERNELS = ("numba", "numpy")
 def kernel(request) -> str:
     """Name of the kernel implementation under test (``'numba'`` or ``'numpy'``)."""
     return request.param
+
+
+@pytest.fixture(scope="module", params=KERNELS)
+def solver_kernel(request):
+    """Run a solver test module on the numba path and again on the numpy path.
+
+    The solvers ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time whether to
+    use their compiled kernels (:mod:`noisealloc.solvers._kernels`); the ``'numpy'`` run patches it
+    off for the whole module.  Module scope (not function scope) keeps it usable by hypothesis tests
+    and runs each module's tests grouped by path.  Use it with
+    ``pytestmark = pytest.mark.usefixtures("solver_kernel")``.
+    """
+    from noisealloc.theory import _numba
+
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "numpy":
+            mp.setattr(_numba, "HAVE_NUMBA", False)
+        yield request.param
