@@ -34,6 +34,9 @@ from noisealloc.theory.tolerances import FW_GAP_RTOL
 #: moment change per step, t times the residual, stays below 1e-12 relative.
 CARATHEODORY_RCOND = 1e-12
 
+#: Atoms per block step of the sweep in :func:`caratheodory` (one GEMM of this many rows).
+_SWEEP_BLOCK = 32
+
 #: Relative value change accepted from a Caratheodory step (pure rounding: the moments
 #: are unchanged to ~1e-15 relative; the value amplifies that by cond(M) <= 1e5 here).
 REDUCTION_RTOL = 1e-10
@@ -130,7 +133,9 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
     sweep moves on) or a member of :math:`B` (removed from the factorisation; :math:`i` is tested
     again against the smaller basis).  Every step removes an atom, so there are at most
     ``2 |S|`` steps of :math:`O(d^2)`: :math:`O(n d^2) = O(n m^4)` in all, against the
-    :math:`O(n^4)` of one SVD per eliminated atom.  The QR factors are recomputed from the basis
+    :math:`O(n^4)` of one SVD per eliminated atom.  Runs of dependent atoms that the current basis
+    absorbs (:math:`t = p_i` for each) are done as a block: one GEMM gives their :math:`c`, one
+    triangular solve their :math:`y`, and a cumulative sum finds where the run must stop.  The QR factors are recomputed from the basis
     rows every ``d`` updates (Givens updates lose orthogonality slowly), and at the end the
     singular values of the at most ``d`` remaining rows are checked with the same ``rcond``
     (relative to the largest); a dependency found there (possible only near the rank
@@ -162,9 +167,9 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
     >>> import numpy as np
     >>> from noisealloc.solvers.support import caratheodory
     >>> V = np.array([[0.0, 1.0], [0.5, 1.0], [1.0, 1.0]])  # (x, 1) for x = 0, 1/2, 1
-    >>> q = caratheodory(V, np.full(3, 1 / 3))
-    >>> int(np.count_nonzero(q)), bool(np.allclose(q @ V, [0.5, 1.0]))
-    (2, True)
+    >>> q = caratheodory(V, np.array([0.5, 0.3, 0.2]))  # mean x = 0.35: two atoms are needed
+    >>> int(np.count_nonzero(q)), bool(np.allclose(q @ V, [0.35, 1.0])), bool(np.all(q >= 0))
+    (2, True, True)
     """
     V, p, rcond = _check_caratheodory_args(V, p, rcond)
     S = np.flatnonzero(p > 0)
@@ -180,11 +185,39 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
     # Heaviest atoms first: on a grid, neighbouring atoms are nearly dependent, and a basis of
     # grid-order neighbours would be ill-conditioned (large y, rounding in p_B); the heavy atoms
     # of a solver's output are spread over the optimal support points.
-    for i in S[np.argsort(-p[S], kind="stable")]:
+    order = S[np.argsort(-p[S], kind="stable")]
+    pos = 0
+    while pos < order.size:
+        if updates >= d:
+            # Each Givens update costs O(eps) of orthogonality: start afresh from the rows.
+            Q, R = sla.qr(Vs[basis].T, mode="full", check_finite=False)
+            updates = 0
+        # Block step: while the basis stays the same, consecutive dependent atoms whose weight the
+        # basis can absorb (p_B + sum_j p_j y_j >= 0 throughout) need no factorisation update; one
+        # GEMM and one triangular solve treat _SWEEP_BLOCK of them (the light tail of the sweep).
+        k = len(basis)
+        block = order[pos:pos + _SWEEP_BLOCK]
+        C = Vs[block] @ Q
+        free = np.linalg.norm(C[:, k:], axis=1) <= tol if k < d else np.ones(block.size, bool)
+        j1 = int(np.argmin(free)) if not free.all() else block.size
+        if k and j1:
+            B = np.asarray(basis)
+            Y = sla.solve_triangular(R[:k, :k], C[:j1, :k].T, check_finite=False)
+            cum = p[B][:, None] + np.cumsum(Y * p[block[:j1]], axis=1)
+            ok = np.all(cum >= 0.0, axis=0)
+            j2 = int(np.argmin(ok)) if not ok.all() else j1
+            if j2:
+                p[B] = np.maximum(cum[:, j2 - 1], 0.0)
+                p[block[:j2]] = 0.0
+                pos += j2
+                continue
+        # The next atom is independent, or its weight would drive a basis atom negative: one
+        # exchange step at a time until it joins the basis or has weight 0.
+        i = order[pos]
+        pos += 1
         v = Vs[i]
         while True:
             if updates >= d:
-                # Each Givens update costs O(eps) of orthogonality: start afresh from the rows.
                 Q, R = sla.qr(Vs[basis].T, mode="full", check_finite=False)
                 updates = 0
             k = len(basis)
