@@ -107,6 +107,11 @@ def _check_caratheodory_args(V, p, rcond):
         raise ValueError(f"V must be a 2-D array (n, d); got shape {V.shape}")
     if p.shape != (V.shape[0],):
         raise ValueError(f"p must have shape ({V.shape[0]},) (one weight per row of V); got shape {p.shape}")
+    if not np.all(np.isfinite(V)):
+        raise ValueError("V must be finite; it has NaN or infinite entries")
+    if not (np.all(np.isfinite(p)) and np.all(p >= 0)):
+        bad = float(p[~(np.isfinite(p) & (p >= 0))][0])
+        raise ValueError(f"p must be finite and non-negative; got an entry {bad!r}")
     if rcond is None:
         rcond = CARATHEODORY_RCOND
     if not (isinstance(rcond, (int, float, np.floating)) and 0.0 < float(rcond) < 1.0):
@@ -133,9 +138,10 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
     sweep moves on) or a member of :math:`B` (removed from the factorisation; :math:`i` is tested
     again against the smaller basis).  Every step removes an atom, so there are at most
     ``2 |S|`` steps of :math:`O(d^2)`: :math:`O(n d^2) = O(n m^4)` in all, against the
-    :math:`O(n^4)` of one SVD per eliminated atom.  Runs of dependent atoms that the current basis
-    absorbs (:math:`t = p_i` for each) are done as a block: one GEMM gives their :math:`c`, one
-    triangular solve their :math:`y`, and a cumulative sum finds where the run must stop.  The QR factors are recomputed from the basis
+    :math:`O(n^4)` of one SVD per eliminated atom.  Runs of dependent atoms that the current
+    basis absorbs (:math:`t = p_i` for each) are done as a block: one GEMM gives their
+    :math:`c`, one triangular solve their :math:`y`, and a cumulative sum finds where the run
+    must stop.  Atoms are visited heaviest first.  The QR factors are recomputed from the basis
     rows every ``d`` updates (Givens updates lose orthogonality slowly), and at the end the
     singular values of the at most ``d`` remaining rows are checked with the same ``rcond``
     (relative to the largest); a dependency found there (possible only near the rank

@@ -198,6 +198,12 @@ def test_caratheodory_bad_input():
         caratheodory(np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match=r"rcond must be a float in \(0, 1\); got 0.0"):
         caratheodory(V, np.ones(3), rcond=0.0)
+    with pytest.raises(ValueError, match=r"p must be finite and non-negative; got an entry -0.5"):
+        caratheodory(V, np.array([1.0, -0.5, 1.0]))
+    with pytest.raises(ValueError, match=r"p must be finite and non-negative; got an entry nan"):
+        caratheodory(V, np.array([1.0, np.nan, 1.0]))
+    with pytest.raises(ValueError, match="V must be finite"):
+        caratheodory(np.array([[1.0, np.inf], [1.0, 1.0], [0.0, 1.0]]), np.ones(3))
 
 
 def test_caratheodory_final_check_removes_a_dependency_the_sweep_let_through():

@@ -24,6 +24,12 @@ wall-clock in this run; the ratio is CVXPY time / our time.
 
 :func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; :func:`run` (with
 :func:`add_arguments`) is the ``noisealloc bench solver`` front end that prints it.
+
+Both modes end with a ``reduce_support`` row (:func:`measure_reduction`): Carathéodory reduction
+of dense weights at n = 1000, m = 10, and the updated-QR sweep against the former SVD elimination
+at n = 200.  ``bench solver --kernels`` instead times each compiled solver kernel against its numpy
+reference on the same inputs (:func:`measure_kernels`; first call excluded) and prints why each
+is or is not wired into the solvers (:mod:`noisealloc.solvers._kernels`).
 """
 
 from __future__ import annotations
