@@ -51,19 +51,20 @@ def kernel(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module", params=KERNELS)
-def solver_kernel(request):
-    """Run a solver test module on the numba path and again on the numpy path.
+@pytest.fixture(params=KERNELS)
+def solver_kernel(request, monkeypatch):
+    """Run a solver test on the numba path and again on the numpy path.
 
-    The solvers ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time whether to
-    use their compiled kernels (:mod:`noisealloc.solvers._kernels`); the ``'numpy'`` run patches it
-    off for the whole module.  Module scope (not function scope) keeps it usable by hypothesis tests
-    and runs each module's tests grouped by path.  Use it with
-    ``pytestmark = pytest.mark.usefixtures("solver_kernel")``.
+    The solvers would ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time whether
+    to use a compiled kernel (:mod:`noisealloc.solvers._kernels`; none is wired today, so both runs
+    take the same code); the ``'numpy'`` run patches it off for the test.  Function scope, so the
+    patch never outlives the test (a module-scoped patch would also hold for tests that did not ask
+    for it); a hypothesis test that uses it needs
+    ``suppress_health_check=[HealthCheck.function_scoped_fixture]`` (the patch is the same for every
+    example).  Whole modules: ``pytestmark = pytest.mark.usefixtures("solver_kernel")``.
     """
     from noisealloc.theory import _numba
 
-    with pytest.MonkeyPatch.context() as mp:
-        if request.param == "numpy":
-            mp.setattr(_numba, "HAVE_NUMBA", False)
-        yield request.param
+    if request.param == "numpy":
+        monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+    return request.param

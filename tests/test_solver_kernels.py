@@ -101,3 +101,15 @@ def test_solve_equal_on_both_paths(crit, method, monkeypatch):
     np.testing.assert_allclose(ra.value, rb.value, rtol=KERNEL_PATH_RTOL)
     np.testing.assert_allclose(ra.weights, rb.weights, rtol=0, atol=FW_GAP_RTOL)
     np.testing.assert_array_equal(ra.support, rb.support)
+
+
+_HAVE_NUMBA_AT_IMPORT = _numba.HAVE_NUMBA
+
+
+def test_solver_kernel_fixture_switches_the_gateway(solver_kernel):
+    """The conftest fixture that runs solver modules on both paths really turns numba off for 'numpy'."""
+    assert _numba.HAVE_NUMBA == (_HAVE_NUMBA_AT_IMPORT and solver_kernel == "numba")
+
+
+def test_gateway_restored_after_the_fixture():
+    assert _numba.HAVE_NUMBA == _HAVE_NUMBA_AT_IMPORT
