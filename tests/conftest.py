@@ -49,3 +49,22 @@ KERNELS = ("numba", "numpy")
 def kernel(request) -> str:
     """Name of the kernel implementation under test (``'numba'`` or ``'numpy'``)."""
     return request.param
+
+
+@pytest.fixture(params=KERNELS)
+def solver_kernel(request, monkeypatch):
+    """Run a solver test on the numba path and again on the numpy path.
+
+    The solvers would ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time whether
+    to use a compiled kernel (:mod:`noisealloc.solvers._kernels`; none is wired today, so both runs
+    take the same code); the ``'numpy'`` run patches it off for the test.  Function scope, so the
+    patch never outlives the test (a module-scoped patch would also hold for tests that did not ask
+    for it); a hypothesis test that uses it needs
+    ``suppress_health_check=[HealthCheck.function_scoped_fixture]`` (the patch is the same for every
+    example).  Whole modules: ``pytestmark = pytest.mark.usefixtures("solver_kernel")``.
+    """
+    from noisealloc.theory import _numba
+
+    if request.param == "numpy":
+        monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+    return request.param

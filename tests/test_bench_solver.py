@@ -30,3 +30,25 @@ def test_bad_sizes_are_one_line_naming_the_option(capsys):
         assert main(["bench", "solver", *argv, "--no-cvxpy"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and f"{option} must be comma-separated integers >= 2" in err[0], err
+
+
+def test_bench_solver_kernels_prints_each_kernel_and_the_reduction_row(capsys):
+    from noisealloc.theory import _numba
+
+    assert main(["bench", "solver", "--kernels"]) == 0
+    out = capsys.readouterr().out
+    if _numba.HAVE_NUMBA:
+        for name in ("weighted_sum", "sensitivities", "hessian_logdet", "multiplicative_weights"):
+            lines = [ln for ln in out.splitlines() if ln.startswith(f"  {name} ")]
+            assert sum("numpy/numba =" in ln for ln in lines) == 3, name  # three cases
+            assert sum("wired:" in ln for ln in lines) == 1, name  # one verdict
+        assert "first call (numba compile or cache load) is excluded" in out and "numpy/numba =" in out
+        assert "not wired" in out and "fresh process" in out
+    assert "reduce_support (D, Chebyshev m=10, dense weights) n=1000" in out and "atoms 1000 -> 19" in out
+
+
+def test_measure_reduction_row():
+    r = bench_solver.measure_reduction(300, 6, baseline_n=60)
+    # products T_j T_k (j, k < 6) span T_0..T_10: 11 atoms remain
+    assert (r.n, r.m, r.atoms_before, r.atoms_after) == (300, 6, 300, 11)
+    assert r.moment_residual < 1e-14 and r.seconds > 0 and r.baseline_seconds > 0 and r.ratio > 0

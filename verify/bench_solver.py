@@ -24,6 +24,12 @@ wall-clock in this run; the ratio is CVXPY time / our time.
 
 :func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; :func:`run` (with
 :func:`add_arguments`) is the ``noisealloc bench solver`` front end that prints it.
+
+Both modes end with a ``reduce_support`` row (:func:`measure_reduction`): Carathéodory reduction
+of dense weights at n = 1000, m = 10, and the updated-QR sweep against the former SVD elimination
+at n = 200.  ``bench solver --kernels`` instead times each compiled solver kernel against its numpy
+reference on the same inputs (:func:`measure_kernels`; first call excluded) and prints why each
+is or is not wired into the solvers (:mod:`noisealloc.solvers._kernels`).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem"]
+__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "KernelBenchRow", "KernelBenchResult",
+           "measure_kernels", "ReductionBenchRow", "measure_reduction"]
 
 
 def problem(name: str, n: int):
@@ -200,3 +207,244 @@ def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000)
         if len(ns) >= 2:
             scaling[name] = (ns[0], ns[-1], times[(name, ns[-1])] / times[(name, ns[0])])
     return SolverBenchResult(rows=rows, scaling=scaling, cvxpy_available=have_cvxpy)
+
+
+# ------------------------------------------------------------------ kernels (bench solver --kernels)
+
+
+@dataclass(frozen=True)
+class KernelBenchRow:
+    """One compiled kernel against its numpy reference (:mod:`noisealloc.solvers._kernels`), same inputs.
+
+    Attributes
+    ----------
+    name : str
+        Kernel name.
+    case : str
+        Input sizes.
+    numba_seconds, numpy_seconds : float
+        Best of ``repeat`` calls each, after a warm-up call (compile or cache load excluded).
+    ratio : float
+        ``numpy_seconds / numba_seconds``: above 1 the kernel wins.
+    max_rel_diff : float
+        Largest difference between the two results, relative to the largest entry of the reference.
+    wired : bool
+        Whether the solvers call the kernel (:data:`noisealloc.solvers._kernels.WIRED`).
+    verdict : str
+        Why it is or is not wired (:data:`noisealloc.solvers._kernels.VERDICTS`).
+    """
+
+    name: str
+    case: str
+    numba_seconds: float
+    numpy_seconds: float
+    ratio: float
+    max_rel_diff: float
+    wired: bool
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
+class KernelBenchResult:
+    """Result of :func:`measure_kernels`.
+
+    Attributes
+    ----------
+    rows : list of KernelBenchRow
+    warmup_seconds : dict
+        Kernel name -> time of its first call (numba compile, or load from numba's cache), excluded
+        from the rows.
+    cold_seconds : float or None
+        In a fresh interpreter: ``import numba`` plus the first call of ``weighted_sum`` (cache load),
+        the price the first solver call in a process would pay for a wired kernel.
+    solve_seconds : float or None
+        One warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``, for scale.
+    have_numba : bool
+        False when numba is missing or disabled (then nothing is measured).
+    """
+
+    rows: list
+    warmup_seconds: dict
+    cold_seconds: float | None
+    solve_seconds: float | None
+    have_numba: bool
+
+
+def _best(fn, repeat):
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_kernels(cases=((1000, 10), (20000, 10), (2000, 20)), *, support=40, repeat=30,
+                    solve_problem=("cheb19", 2000)) -> KernelBenchResult:
+    """Time every solver kernel against its numpy reference in one run, one BLAS thread (the solvers' setting).
+
+    Inputs per case ``(n, m)``: ``A_i = f_i f_i^T + g_i g_i^T`` with standard normal ``f, g`` (seed 0),
+    a sparse support of ``support`` candidates, a random symmetric ``D``.  The first call of each
+    kernel (numba compile or cache load) is timed separately and excluded.  For scale, the cost of
+    numba in a fresh process (import and the first kernel call, in a subprocess) and the time of one
+    warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``.
+
+    Parameters
+    ----------
+    cases : sequence of (int, int)
+        ``(n, m)`` of the inputs.
+    support : int
+        Size of the sparse support (``weighted_sum``, ``hessian_logdet``).
+    repeat : int
+        Best of this many calls.
+    solve_problem : (str, int) or None
+        Problem name (:func:`problem`) and ``n`` of the solve timed for scale; None skips it and the
+        fresh-process measurement.
+
+    Returns
+    -------
+    KernelBenchResult
+    """
+    from noisealloc.solvers import single_blas_thread
+    from noisealloc.theory import _numba
+
+    if not _numba.HAVE_NUMBA:
+        return KernelBenchResult(rows=[], warmup_seconds={}, cold_seconds=None, solve_seconds=None, have_numba=False)
+    from noisealloc.solvers import _kernels as K
+
+    rows, warm = [], {}
+
+    def rel(a, b):
+        return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), np.finfo(float).tiny))
+
+    def add(name, case, fn_nb, fn_np, result):
+        if name not in warm:
+            t0 = time.perf_counter()
+            fn_nb()
+            warm[name] = time.perf_counter() - t0
+        t_nb, t_np = _best(fn_nb, repeat), _best(fn_np, repeat)
+        rows.append(KernelBenchRow(name=name, case=case, numba_seconds=t_nb, numpy_seconds=t_np, ratio=t_np / t_nb,
+                                   max_rel_diff=rel(result(), fn_np()), wired=bool(K.WIRED[name]),
+                                   verdict=K.VERDICTS[name]))
+
+    with single_blas_thread():
+        for n, m in cases:
+            rng = np.random.default_rng(0)
+            f, g = rng.standard_normal((2, n, m))
+            A = f[:, :, None] * f[:, None, :] + g[:, :, None] * g[:, None, :]
+            Af = A.reshape(n, m * m)
+            s = min(support, n)
+            idx = np.sort(rng.choice(n, s, replace=False))
+            w = rng.dirichlet(np.ones(s))
+            D = rng.standard_normal((m, m))
+            D = (D + D.T).ravel()
+            Kinv = np.linalg.inv(A.mean(axis=0))
+            p = rng.dirichlet(np.ones(n))
+            gs = -np.abs(rng.standard_normal(n))
+            o_ws, o_s, o_h, o_q = np.empty(m * m), np.empty(n), np.empty((s, s)), np.empty(n)
+            case = f"n={n} m={m}"
+            add("weighted_sum", f"{case} support {s}", lambda: K.weighted_sum(Af, idx, w, o_ws),
+                lambda: K.weighted_sum_numpy(Af, idx, w), lambda: o_ws)
+            add("sensitivities", case, lambda: K.sensitivities(Af, D, o_s), lambda: K.sensitivities_numpy(Af, D),
+                lambda: o_s)
+            add("hessian_logdet", f"{case} face {s}", lambda: K.hessian_logdet(A, idx, Kinv, o_h),
+                lambda: K.hessian_logdet_numpy(A, idx, Kinv), lambda: o_h)
+            add("multiplicative_weights", case, lambda: K.multiplicative_weights(p, gs, 0.5, o_q),
+                lambda: K.multiplicative_weights_numpy(p, gs, 0.5), lambda: o_q)
+    cold = t_solve = None
+    if solve_problem is not None:
+        import subprocess
+        import sys
+
+        from noisealloc.solvers import solve
+
+        code = ("import time; t0 = time.perf_counter(); import numpy as np; import numba; "
+                "from noisealloc.solvers import _kernels as K; "
+                "K.weighted_sum(np.ones((3, 4)), np.arange(2), np.ones(2), np.empty(4)); "
+                "print(time.perf_counter() - t0)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        cold = float(out.strip().splitlines()[-1])
+        name, n = solve_problem
+        lam, A = problem(name, n)
+        with single_blas_thread():
+            solve(A, "A", grid=lam)
+            t_solve = _best(lambda: solve(A, "A", grid=lam), 3)
+    return KernelBenchResult(rows=rows, warmup_seconds=warm, cold_seconds=cold, solve_seconds=t_solve, have_numba=True)
+
+
+# ------------------------------------------------------------------ support reduction (reduce_support row)
+
+
+@dataclass(frozen=True)
+class ReductionBenchRow:
+    """:func:`~noisealloc.solvers.reduce_support` on dense weights, against the former SVD elimination.
+
+    Attributes
+    ----------
+    n, m : int
+        Grid size and parameter count of the problem (Chebyshev features of degree ``m - 1`` on
+        ``n`` points of [-1, 1], ``A_i = f_i f_i^T``, D criterion, Dirichlet(1) weights, seed 0).
+    seconds : float
+        Wall time of ``reduce_support`` at ``n``.
+    atoms_before, atoms_after : int
+    moment_residual : float
+        Largest change of a moment-vector entry.
+    baseline_n : int
+        Size at which the former algorithm (one full SVD per eliminated atom, O(n^4)) runs.
+    baseline_seconds, new_seconds_at_baseline : float
+        The former and the current :func:`~noisealloc.solvers.caratheodory` at ``baseline_n``.
+    ratio : float
+        ``baseline_seconds / new_seconds_at_baseline``.
+    """
+
+    n: int
+    m: int
+    seconds: float
+    atoms_before: int
+    atoms_after: int
+    moment_residual: float
+    baseline_n: int
+    baseline_seconds: float
+    new_seconds_at_baseline: float
+    ratio: float
+
+
+def measure_reduction(n: int = 1000, m: int = 10, *, baseline_n: int = 200) -> ReductionBenchRow:
+    """Time :func:`~noisealloc.solvers.reduce_support` at ``n``, and old vs new Carathéodory at ``baseline_n``.
+
+    One BLAS thread (the solvers' setting; the former algorithm's SVDs are also ~100x slower with
+    oversubscribed threads on a shared machine).
+
+    Parameters
+    ----------
+    n, m : int
+        Size of the timed reduction.
+    baseline_n : int
+        Size of the comparison with the former O(n^4) algorithm (about 0.2 s at 200, 6 s at 1000).
+
+    Returns
+    -------
+    ReductionBenchRow
+    """
+    from noisealloc.solvers import reduce_support, single_blas_thread
+    from noisealloc.solvers.support import CARATHEODORY_RCOND, _caratheodory_svd, _scaled_rows, caratheodory, moment_vectors
+
+    def case(k):
+        x = np.linspace(-1.0, 1.0, k)
+        F = np.polynomial.chebyshev.chebvander(x, m - 1)
+        return F[:, :, None] * F[:, None, :], np.random.default_rng(0).dirichlet(np.ones(k))
+
+    with single_blas_thread():
+        A, p = case(n)
+        t0 = time.perf_counter()
+        red = reduce_support(A, p, "D")
+        t = time.perf_counter() - t0
+        Ab, pb = case(baseline_n)
+        V = moment_vectors(Ab)
+        t_new = _best(lambda: caratheodory(V, pb), 3)
+        t0 = time.perf_counter()
+        _caratheodory_svd(_scaled_rows(V), pb.copy(), CARATHEODORY_RCOND)
+        t_old = time.perf_counter() - t0
+    return ReductionBenchRow(n=n, m=m, seconds=t, atoms_before=red.n_atoms_before, atoms_after=red.n_atoms_after,
+                             moment_residual=red.moment_residual, baseline_n=baseline_n, baseline_seconds=t_old,
+                             new_seconds_at_baseline=t_new, ratio=t_old / t_new)

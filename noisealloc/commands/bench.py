@@ -88,6 +88,8 @@ def _solver_arguments(parser) -> None:
     parser.add_argument("--no-cvxpy", action="store_true", help="skip the CVXPY + Clarabel baseline")
     parser.add_argument("--cvxpy-sizes", default="500,2000", help="sizes at which CVXPY runs (default 500,2000)")
     parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
+    parser.add_argument("--kernels", action="store_true",
+                        help="instead: time each compiled solver kernel against its numpy reference, and reduce_support")
 
 
 def _sizes(text, option: str) -> list:
@@ -104,6 +106,8 @@ def _sizes(text, option: str) -> list:
 def _solver_run(args) -> int:
     from noisealloc.verify.bench_solver import measure
 
+    if getattr(args, "kernels", False):
+        return _solver_kernels_run(args)
     sizes = _sizes(args.sizes, "--sizes")
     cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
     problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
@@ -127,6 +131,44 @@ def _solver_run(args) -> int:
             )
     for name, (n0, n1, growth) in r.scaling.items():
         print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
+    _print_reduction()
+    return 0
+
+
+def _print_reduction() -> None:
+    """The ``reduce_support`` row: dense weights at n = 1000, m = 10, and old vs new Caratheodory at n = 200."""
+    from noisealloc.verify.bench_solver import measure_reduction
+
+    r = measure_reduction()
+    print(f"reduce_support (D, Chebyshev m={r.m}, dense weights) n={r.n}: {r.seconds:.3f} s, atoms {r.atoms_before} -> "
+          f"{r.atoms_after}, moment residual {r.moment_residual:.1e}; at n={r.baseline_n}: updated QR "
+          f"{r.new_seconds_at_baseline:.4f} s vs former SVD per atom {r.baseline_seconds:.3f} s, ratio {r.ratio:.0f}x")
+
+
+def _solver_kernels_run(args) -> int:
+    """``bench solver --kernels``: per kernel, numba vs numpy in one run; then the reduce_support row."""
+    from noisealloc.verify.bench_solver import measure_kernels
+
+    r = measure_kernels()
+    if not r.have_numba:
+        print("solver kernels: numba is missing or disabled (NOISEALLOC_DISABLE_NUMBA); nothing to compare")
+    else:
+        print("solver kernels (noisealloc.solvers._kernels), one BLAS thread, best of 30 calls each; the first call "
+              "(numba compile or cache load) is excluded:")
+        print("  " + ", ".join(f"{k} {v:.3f} s" for k, v in r.warmup_seconds.items()))
+        for row in r.rows:
+            verdict = "numba wins" if row.ratio > 1.0 else "numba LOSES"
+            print(f"  {row.name:23s} {row.case:26s} numba {row.numba_seconds * 1e6:9.1f} us  numpy "
+                  f"{row.numpy_seconds * 1e6:9.1f} us  numpy/numba = {row.ratio:5.2f} ({verdict})  "
+                  f"max rel diff {row.max_rel_diff:.1e}")
+        print("verdicts:")
+        for name in dict.fromkeys(row.name for row in r.rows):
+            row = next(x for x in r.rows if x.name == name)
+            print(f"  {name:23s} {'wired' if row.wired else 'not wired'}: {row.verdict}")
+        if r.cold_seconds is not None:
+            print(f"for scale: numba import + first kernel call in a fresh process {r.cold_seconds:.3f} s; one warm "
+                  f"A-optimal solve of cheb19 n=2000 {r.solve_seconds:.3f} s")
+    _print_reduction()
     return 0
 
 
