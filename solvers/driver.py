@@ -32,6 +32,7 @@ from noisealloc.solvers.problem import (
     check_weights,
     criterion_value,
     evaluate,
+    moments,
     new_counters,
 )
 from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
@@ -48,6 +49,7 @@ from noisealloc.theory.tolerances import (
     SANDWICH_RANDOM_STARTS,
     SANDWICH_SUPPORT_STARTS,
     SANDWICH_SAME_VALUE_RTOL,
+    SINGULAR_RCOND,
 )
 
 __all__ = ["METHODS", "solve", "certify"]
@@ -523,6 +525,14 @@ def certify(
     """
     prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
     p = check_weights(weights, prob.n)
+    if prob.criterion == "E":
+        # E is finite (0) on a singular M(p), but its gap is relative to lambda_min(M(p)): undefined there.
+        ev = np.linalg.eigvalsh(moments(prob, p)[0])
+        if not ev[0] > SINGULAR_RCOND * max(ev[-1], 0.0):
+            raise SingularMomentError(
+                f"weights: the moment matrix M(p) of this allocation is numerically singular (lambda_min = "
+                f"{ev[0]:.3g}, lambda_max = {ev[-1]:.3g}); its E value is 0 and a relative gap on the scale "
+                "lambda_min is undefined (any nonsingular allocation is better)")
     with single_blas_thread():  # small factorisations: threads only oversubscribe (see solve)
         try:
             cert = _certify(prob, p, rtol=rtol)

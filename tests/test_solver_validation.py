@@ -56,3 +56,19 @@ def test_refine_refuses_an_A_fn_of_the_wrong_shape():
         refine(lambda t: np.eye(2), [-1.0, 0.0, 1.0], [0.25, 0.5, 0.25], "L", W=np.eye(3), interval=(-1.0, 1.0))
     with pytest.raises(ValueError, match=r"A_fn\(-1.0\) must return a square matrix of shape \(m, m\); got shape \(3,\)"):
         refine(lambda t: np.ones(3), [-1.0, 0.0, 1.0], [0.25, 0.5, 0.25], "A", interval=(-1.0, 1.0))
+
+
+def test_certify_e_on_a_singular_one_atom_design_names_the_weights():
+    """E is 0 on a singular M(p); its gap is relative to lambda_min, so the certificate refuses (it reported
+    rel_gap 9e306).  A nonsingular design is still certified or refused by its gap."""
+    x = np.linspace(-1, 1, 11)
+    F = np.stack([np.ones(11), x], 1)
+    A = F[:, :, None] * F[:, None, :]
+    p = np.zeros(11)
+    p[0] = 1.0
+    with pytest.raises(ValueError, match=r"^weights: the moment matrix M\(p\) .* numerically singular"):
+        certify(A, p, "E")
+    q = np.zeros(11)
+    q[[0, -1]] = 0.5
+    cert = certify(A, q, "E")
+    assert np.isfinite(cert.rel_gap) and cert.certified  # {-1, 1} equally weighted: M = I, E-optimal
