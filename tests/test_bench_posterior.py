@@ -20,6 +20,21 @@ def test_bench_posterior_tiny_profile(mnist_dir, capsys):
     assert re.search(r"ratio profile / baseline 1 = [0-9.]+ wall .* [0-9.]+ CPU", out)
     assert re.search(r"ratio profile / baseline 2 = [0-9.]+ wall, [0-9.]+ CPU", out)
     assert re.search(r"CPU seconds .* ratio [0-9.]+", out)
+    assert re.search(r"importance sampler .* ratio to baseline 1 = [0-9.]+ wall .* added cost x[0-9.]+ wall", out)
+    assert re.search(r"peak resident memory of this benchmark process: [0-9]+ MiB", out)
+
+
+def test_peak_memory_of_a_child_is_measured():
+    """A child that holds 300 MB reports at least that, and far less than that without the array."""
+    import sys
+
+    from noisealloc.verify.bench_posterior import peak_memory
+
+    big = peak_memory([sys.executable, "-c", "import numpy as np; a = np.ones(300 * 2**20 // 8); print(a.sum())"])
+    small = peak_memory([sys.executable, "-c", "import numpy as np"])
+    assert big.returncode == 0 and small.returncode == 0
+    assert big.peak_rss >= 300 * 2**20 and small.peak_rss < 200 * 2**20
+    assert peak_memory([sys.executable, "-c", "raise SystemExit(3)"]).returncode == 3
 
 
 def test_bench_posterior_bad_input(mnist_dir, capsys):

@@ -26,6 +26,13 @@ GEMM alone.
 Target (issue 3): profile / GEMMs <= 2.0.  The thread counts are printed: the
 GEMMs use the BLAS threads, the level passes numba's threads (both default to
 the number of CPUs), so the comparison is like for like.
+
+The profile above is the plain GEMM engine.  ``noisealloc entropy`` uses the importance sampler of
+THEORY.md section 3.1 by default; its profile is timed in the same interleaved loop and reported
+against baseline 1 and as a cost factor over the plain profile (issue 12 item 6).  Peak resident
+memory: this process's (``getrusage``), and optionally (:func:`peak_memory`) that of
+``noisealloc entropy --data mnist:PATH`` and ``noisealloc reproduce --quick`` run as children
+(issue 12 item 5).
 """
 
 from __future__ import annotations
@@ -34,14 +41,15 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["PosteriorBenchResult", "ThreadCounts", "measure", "thread_counts", "posterior_profile"]
+__all__ = ["PosteriorBenchResult", "ThreadCounts", "MemoryRow", "measure", "thread_counts", "posterior_profile",
+           "peak_memory", "peak_rss_self"]
 
 
 # Pause before each timed call (see measure); longer than OpenBLAS's default polling time.
 _QUIESCE_SECONDS = 0.3
 
 
-def posterior_profile(images, lam, samples: int, float32: bool):
+def posterior_profile(images, lam, samples: int, float32: bool, importance: bool = False):
     """The computation of ``noisealloc entropy`` without file I/O: the information profile of ``images`` as a Dirac mixture.
 
     Parameters
@@ -53,7 +61,10 @@ def posterior_profile(images, lam, samples: int, float32: bool):
     samples : int
         Monte-Carlo samples.
     float32 : bool
-        float32 distance GEMM.
+        float32 distance GEMM (plain engine only).
+    importance : bool
+        The importance sampler of THEORY.md section 3.1 (the default of ``noisealloc entropy``)
+        instead of the plain GEMM engine.
 
     Returns
     -------
@@ -65,8 +76,10 @@ def posterior_profile(images, lam, samples: int, float32: bool):
     from noisealloc.theory.profile import information_profile
 
     model = DiracMixture(images)
-    # The plain GEMM engine (the benchmark's subject; the importance sampler's cost is not measured here yet).
-    engine = {"float32_distances": bool(float32), "importance": False} if model.monte_carlo else None
+    if importance:
+        engine = {"importance": True} if model.monte_carlo else None
+    else:
+        engine = {"float32_distances": bool(float32), "importance": False} if model.monte_carlo else None
     return information_profile(model, lam, n_samples=samples, rng=0, engine_options=engine)
 
 
@@ -88,6 +101,10 @@ class PosteriorBenchResult:
     engine_gemm, engine_levels, cpu_engine_gemm, cpu_engine_levels : float
         The engine's own split of its best run (block centring + GEMM; distance assembly + level
         passes), wall and CPU seconds.
+    profile_importance, cpu_profile_importance : float
+        The same profile with the importance sampler (wall, CPU seconds; NaN when not measured).
+    peak_rss : int
+        Peak resident memory of this process after the measurement (bytes, ``ru_maxrss``).
     """
 
     profile: float
@@ -107,6 +124,19 @@ class PosteriorBenchResult:
     engine_levels: float
     cpu_engine_gemm: float
     cpu_engine_levels: float
+    profile_importance: float = float("nan")
+    cpu_profile_importance: float = float("nan")
+    peak_rss: int = 0
+
+    @property
+    def ratio_importance(self) -> tuple[float, float]:
+        """(wall, CPU) importance-sampled profile / baseline 1."""
+        return self.profile_importance / self.gemm_profile, self.cpu_profile_importance / self.cpu_gemm_profile
+
+    @property
+    def importance_cost(self) -> tuple[float, float]:
+        """(wall, CPU) importance-sampled profile / plain profile: the sampler's added cost factor."""
+        return self.profile_importance / self.profile, self.cpu_profile_importance / self.cpu_profile
 
     @property
     def ratio_gemm(self) -> tuple[float, float]:
@@ -120,7 +150,7 @@ class PosteriorBenchResult:
 
 
 def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=12.0,
-            float32=False) -> PosteriorBenchResult:
+            float32=False, importance=True) -> PosteriorBenchResult:
     """Best-of-``repeat`` seconds of the profile and of the GEMM baselines (interleaved repeats).
 
     Parameters
@@ -137,6 +167,8 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
         The level interval.
     float32 : bool
         float32 distance GEMM (profile and baselines).
+    importance : bool
+        Also time the profile with the importance sampler (interleaved with the others).
 
     Returns
     -------
@@ -163,7 +195,11 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
     out2 = np.empty((2 * samples, K), dtype=dtype)
     out1 = np.empty((samples, K), dtype=dtype)
     posterior_profile(images[: min(K, 64)], lam[:3], 4, float32)  # compile the kernels outside the timing
+    if importance:
+        posterior_profile(images[: min(K, 64)], lam[:3], 4, False, importance=True)
     wall = {"profile": [], "gemm_profile": [], "gemm_single": []}
+    if importance:
+        wall["profile_importance"] = []
     cpu = {key: [] for key in wall}
     split = None
 
@@ -186,8 +222,11 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
                      prof.info.get("seconds_cpu_gemm", nan), prof.info.get("seconds_cpu_levels", nan))
         timed("gemm_profile", lambda: np.matmul(left, right.T, out=out2))
         timed("gemm_single", lambda: np.matmul(left[:samples], right.T, out=out1))
+        if importance:
+            timed("profile_importance", lambda: posterior_profile(images, lam, samples, False, importance=True))
     best = {key: min(v) for key, v in wall.items()}
     best_cpu = {key: min(v) for key, v in cpu.items()}
+    nan = float("nan")
     return PosteriorBenchResult(
         profile=best["profile"], gemm_profile=best["gemm_profile"], gemm_single=best["gemm_single"],
         gemm_naive=levels * best["gemm_single"], cpu_profile=best_cpu["profile"],
@@ -195,7 +234,78 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
         cpu_gemm_naive=levels * best_cpu["gemm_single"], K=int(K), D=int(D), samples=int(samples),
         levels=int(levels), dtype=np.dtype(dtype).name, engine_gemm=split[0], engine_levels=split[1],
         cpu_engine_gemm=split[2], cpu_engine_levels=split[3],
+        profile_importance=best.get("profile_importance", nan),
+        cpu_profile_importance=best_cpu.get("profile_importance", nan), peak_rss=peak_rss_self(),
     )
+
+
+def peak_rss_self() -> int:
+    """Peak resident set size of this process so far, in bytes (``getrusage``; Linux reports KiB).
+
+    Returns
+    -------
+    int
+    """
+    import resource
+    import sys
+
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r if sys.platform == "darwin" else 1024 * r)
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """Peak resident memory of one command run as a child process.
+
+    Attributes
+    ----------
+    argv : list of str
+        The command.
+    seconds : float
+        Its wall time.
+    peak_rss : int
+        Its peak resident set size in bytes (``wait4``'s ``ru_maxrss``, the child alone).
+    returncode : int
+        Its exit status.
+    """
+
+    argv: list
+    seconds: float
+    peak_rss: int
+    returncode: int
+
+
+#: A lean launcher: the peak RSS that wait4 reports for a child includes its parent's at fork time
+#: (Linux carries the old address space's high-water mark across exec), so the command is started by
+#: a fresh interpreter of ~10 MB, which reports its child's peak on stdout.
+_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(p.pid, 0)\n"
+    "print(usage.ru_maxrss, os.waitstatus_to_exitcode(status))\n"
+)
+
+
+def peak_memory(argv) -> MemoryRow:
+    """Run ``argv`` as a child (output discarded) and measure its peak resident memory, like ``/usr/bin/time -v``.
+
+    Parameters
+    ----------
+    argv : list of str
+        The command and its arguments.
+
+    Returns
+    -------
+    MemoryRow
+    """
+    import subprocess
+    import sys
+
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", _LAUNCHER, *argv], capture_output=True, text=True, check=True).stdout
+    kib, code = (int(v) for v in out.split())
+    return MemoryRow(argv=list(argv), seconds=time.perf_counter() - t0,
+                     peak_rss=int(kib if sys.platform == "darwin" else 1024 * kib), returncode=code)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,11 @@ def _posterior_arguments(parser) -> None:
     parser.add_argument("--float32", action="store_true", help="float32 distance GEMM (profile and baselines)")
     parser.add_argument("--atoms", type=int, default=None,
                         help="use only the first N images (a small profile for tests)")
+    parser.add_argument("--no-importance", action="store_true",
+                        help="do not time the importance-sampled profile (timed by default)")
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure the peak resident memory of 'noisealloc entropy --data mnist:PATH' and "
+                             "'noisealloc reproduce --quick' as child processes (adds about 3 minutes)")
 
 
 def _posterior_run(args) -> int:
@@ -52,7 +57,7 @@ def _posterior_run(args) -> int:
     if args.atoms is not None:
         images = images[: args.atoms]
     r = measure(images, levels=args.levels, samples=args.samples, repeat=args.repeat,
-                lam_min=args.lam_min, lam_max=args.lam_max, float32=args.float32)
+                lam_min=args.lam_min, lam_max=args.lam_max, float32=args.float32, importance=not args.no_importance)
     S, D, K, L, dt = r.samples, r.D, r.K, r.levels, r.dtype
     print(f"bench posterior: MNIST K={K} D={D}, samples={S}, levels={L} (lam in [{args.lam_min:g}, {args.lam_max:g}]), "
           f"{dt} distances, best of {args.repeat} interleaved repeats")
@@ -76,7 +81,39 @@ def _posterior_run(args) -> int:
     print(f"ratio profile / baseline 2 = {ratio2:.3f} wall, {cratio2:.3f} CPU ({verdict(max(ratio2, cratio2))} <= 2.0)")
     print(f"CPU seconds (all threads; less sensitive to other load on the machine): profile {r.cpu_profile:.3f} s, "
           f"baseline 1 {r.cpu_gemm_profile:.3f} s, ratio {cratio1:.2f}")
+    if not args.no_importance:
+        ri, cri = r.ratio_importance
+        ci, cci = r.importance_cost
+        print(f"importance sampler (the default of noisealloc entropy): profile {r.profile_importance:.3f} s wall, "
+              f"{r.cpu_profile_importance:.3f} s CPU; ratio to baseline 1 = {ri:.2f} wall ({verdict(ri)} the target "
+              f"<= 2.0), {cri:.2f} CPU ({verdict(cri)} it); added cost x{ci:.2f} wall, x{cci:.2f} CPU of the plain "
+              "profile")
+    print(f"peak resident memory of this benchmark process: {r.peak_rss / 2**20:.0f} MiB")
+    if args.memory:
+        _posterior_memory(args)
     return 0
+
+
+def _posterior_memory(args) -> None:
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from noisealloc.theory.datasets import _mnist_dir
+    from noisealloc.verify.bench_posterior import peak_memory
+
+    mnist = _mnist_dir(args.mnist)
+    exe = [sys.executable, "-m", "noisealloc"]
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [("noisealloc entropy --data mnist:PATH", exe + ["entropy", "--data", f"mnist:{mnist}", "--out",
+                                                                str(Path(tmp) / "entropy.json")]),
+                ("noisealloc reproduce --quick", exe + ["reproduce", "--quick", "--out", str(Path(tmp) / "quick")])]
+        for label, argv in runs:
+            row = peak_memory(argv)
+            status = "ok" if row.returncode == 0 else f"exit {row.returncode}"
+            print(f"peak resident memory of '{label}' (child process, like /usr/bin/time -v): "
+                  f"{row.peak_rss / 2**30:.2f} GiB in {row.seconds:.0f} s ({status}; target <= 2 GB: "
+                  f"{'meets' if row.peak_rss <= 2e9 else 'misses'})", flush=True)
 
 
 # Benchmarks whose parsing and printing live here: name -> (add_arguments, run).
