@@ -17,7 +17,8 @@ r"""Figure 6: does it train faster?  Training efficiency in three regimes (THEOR
   of two worker processes or on the cluster of ``scheduler``.  This regime judges claims C4 and C5.
 
 Schedules: the square-root entropic schedule (exact h for the Dirac mixture; the *empirical* h of the
-training split for image data, i.e. of a model that memorises it, until a population h exists), the
+training split for binarised images, which are discrete; the *population* h of the training split's
+manifold-smoothed law for grey-level images, :func:`noisealloc.theory.population.population_schedule`), the
 entropic schedule p ~ h, EDM log-normal, cosine, SD3 logit-normal and uniform-lambda **shifted** to the
 data scale (:math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`, THEORY.md section 5), the
 two-stage schedule from a pilot run's per-level validation losses (``sqrt-pilot``) and the online
@@ -276,8 +277,9 @@ def _compute_neural(*, quick: bool, seed: int, mnist=None, out_dir=None, schedul
                            "over seeds (> 1: the square-root entropic schedule needs fewer steps)",
             "metric": "held-out diffusion loss 1/2 int e^lam E||D(x, lam) - x0||^2 dlam (nats per example) on a "
                       "frozen test set (never trained on; same noise for every schedule and seed)",
-            "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split "
-                      "(a memorising model's h) for image data, until a population h exists"}
+            "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split for "
+                      "binarised images (discrete data); population h (manifold-smoothed training split) for "
+                      "grey-level images"}
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out_dir=None, scheduler=None) -> dict:
