@@ -77,20 +77,24 @@ def test_a_J_without_allocation_is_a_failing_row_not_an_exception(monkeypatch):
     """optimize_allocation reports a numerically singular problem as status 4; the sweep keeps it as a row
     whose risk is infinite (so no check can pass on it) and lists it in ``errors``."""
     import noisealloc.solvers as S
-    from noisealloc.theory.information_matrices import FamilyMatrices
 
-    real = S.optimize_allocation
-    lam = np.linspace(-1.0, 1.0, 7)
-    # Two nearly collinear parameters (M's second eigenvalue ~1e-9 of its first) with a G that is not
-    # proportional to A: V ~ 1e18 carries a rounding bound ~2e-6 of itself, so no allocation is usable.
-    # (A merely badly scaled diagonal A, e.g. diag(1, 1e-10), is not singular: its V is exact to rounding.)
-    A = np.stack([np.outer([1.0 + 0.2 * l] * 2, [1.0 + 0.2 * l] * 2) + np.diag([0.0, 1e-9 * (1.0 + 0.1 * l)])
-                  for l in lam])
-    G = np.stack([np.eye(2) * (1.0 + 0.3 * l) for l in lam])
-    singular = FamilyMatrices(lam=lam, A=A, G=G, A_eval=np.eye(2), family="hand-made")
+    import noisealloc.solvers.pipeline as pipeline
+    from noisealloc.solvers.criteria import SingularMomentError
+
+    real, real_solve = S.optimize_allocation, pipeline.solve
+
+    def singular_solve(*args, **kwargs):
+        # Preconditioning leaves no small natural instance whose solve lands on the singular boundary.
+        raise SingularMomentError("moment matrix is singular in floating point")
 
     def fake(source, criterion, **kw):
-        return real(singular, criterion, **kw) if source.info.get("J") == 2 else real(source, criterion, **kw)
+        if source.info.get("J") != 2:
+            return real(source, criterion, **kw)
+        pipeline.solve = singular_solve
+        try:
+            return real(source, criterion, **kw)
+        finally:
+            pipeline.solve = real_solve
 
     monkeypatch.setattr(S, "optimize_allocation", fake)
     rep = coupling_sweep(checks.default_gaussian(), (1, 2), criterion="sandwich", lam=np.linspace(-6, 6, 25))
