@@ -144,7 +144,9 @@ def solve(
         (or ``p0``) allocation, the convex surrogate's optimum, ``starts``, ``n_random_starts``
         Dirichlet draws and the ``SANDWICH_SUPPORT_STARTS`` best supports of ``m`` levels
         (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the lowest value kept (at equal
-        values a certified run); ``'none'`` when the certificate does not hold (``status != 0``) (``n_starts`` and ``start_values`` report the
+        values a certified run; when ``tol`` is below ``KKT_RTOL`` the extra starts run to ``KKT_RTOL``
+        and only those within ``SANDWICH_REFINE_RTOL`` of the best value continue to ``tol``, so the
+        others' ``start_values`` are their values at ``KKT_RTOL``); ``'none'`` when the certificate does not hold (``status != 0``) (``n_starts`` and ``start_values`` report the
         starts and the spread of their values); the message says which.
 
     Raises
