@@ -480,3 +480,17 @@ def test_regularised_spline_problem_is_not_rejected_by_the_condition_estimate():
     # ridge-regularised m = 64 problem, stays ~1e-7 (relative) above the equality level.
     assert res.rel_gap <= FW_GAP_RTOL
     assert res.status in (0, 3) and res.success == res.certificate.optimality_ok
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 15 item 5(a), open: on Chebyshev problems the E interior point stalls near sqrt(eps) "
+    "(HKM Newton system with cond(X) ~ 1/mu; the spectra of M(p) and of the dual are graded over "
+    "1e-10..1e-2, so no cluster/support identification is clear-cut); the certified gap is ~1e-8"))
+def test_e_optimal_chebyshev_reaches_the_issue_target_gap():
+    # degree 7 on 500 points: ~1 s; the issue's target is a certified relative gap of 1e-10
+    x = np.linspace(-1.0, 1.0, 500)
+    F = np.polynomial.chebyshev.chebvander(x, 7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        res = solve(F[:, :, None] * F[:, None, :], "E")
+    assert res.rel_gap <= 1e-2 * FW_GAP_RTOL, res.message
