@@ -402,7 +402,10 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
             try:
                 run = run_from(run[0])
             except SingularMomentError:
-                pass  # the refinement stepped onto the singular boundary: the loose run stands
+                # the continuation stepped onto the singular boundary: the loose point stands, with its
+                # status judged at tol (a KKT_RTOL certificate must not pass for one at tol)
+                c_t = _certify(prob, run[0], rtol=cert.rtol, surrogate=run[2].surrogate_value)
+                run = (run[0], 0 if c_t.optimality_ok else 3 if c_t.rel_gap <= c_t.rtol else 2, c_t)
         values.append(run[2].value)
         if _better(run, best, prob.value_scale):
             best = run
