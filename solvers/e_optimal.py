@@ -846,11 +846,11 @@ def _drop_inactive(prob, q, tol, rounds: int = 2):
     return q
 
 
-def _polish_dd(prob, q, E, S0, counters):
+def _polish_dd(prob, q, E, counters):
     r"""Double-double polish of a float64 E result: ``(w, bound)`` or None (too large for the cost cap).
 
-    Column generation with :func:`barrier_sdp_dd` from the working set ``S0``, the support of ``q``
-    and the peaks of its sensitivity :math:`\langle E, A_i\rangle`, to ``E_POLISH_RTOL``; weights below
+    Column generation with :func:`barrier_sdp_dd` from the support of ``q`` (its ``max(4m, 32)``
+    heaviest atoms) and the peaks of its sensitivity :math:`\langle E, A_i\rangle`, to ``E_POLISH_RTOL``; weights below
     ``E_DD_WEIGHT_FLOOR`` of the largest (the interior point's leftovers on inactive candidates) are
     zeroed.  ``bound`` is :math:`\max_i \langle E_{dd}, A_i\rangle - \lambda_{\min}(M(w))` recomputed
     in float64 for the returned ``w``.
@@ -859,7 +859,11 @@ def _polish_dd(prob, q, E, S0, counters):
     v = Aflat @ E.ravel()
     pk = _peaks(v, np.arange(n))
     top = pk[np.argsort(-v[pk])[: max(2 * m, 8)]]
-    S = np.union1d(np.union1d(np.asarray(S0, dtype=int), np.flatnonzero(q >= 1e-9 * q.max())), top)
+    support = np.flatnonzero(q >= 1e-9 * q.max())
+    cap = max(4 * m, 32)  # a non-unique optimum's analytic centre can hold hundreds of atoms
+    if support.size > cap:
+        support = support[np.argsort(-q[support])[:cap]]
+    S = np.union1d(support, top)
     res = column_generation_dd(Aflat, S, rtol=E_POLISH_RTOL, offset=prob.regularization, counters=counters)
     if res is None:
         return None
@@ -915,7 +919,7 @@ def run(prob, p, *, tol: float, counters=None):
     tiny = np.finfo(float).tiny
     polished = None
     if m > 1 and not bound <= E_POLISH_RTOL * max(_lmin(Aflat, q, m) + prob.regularization, tiny):
-        polished = _polish_dd(prob, q, E, S0, counters)
+        polished = _polish_dd(prob, q, E, counters)
         if polished is not None and not polished[1] < bound:
             polished = None
     if polished is not None:
