@@ -113,7 +113,8 @@ def solve(
         ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich.
     polish : bool
         Finish with projected Newton on the active support (default True); for 'E' the
-        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`.
+        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`, repeated in
+        double-double arithmetic when float64 stalls above ``E_POLISH_RTOL`` (degenerate problems).
     tol : float, optional
         Target certified relative gap (default ``FW_GAP_RTOL`` = 1e-8 for convex criteria,
         ``KKT_RTOL`` = 1e-6 for the sandwich).

@@ -28,6 +28,14 @@ with :math:`\langle E, A_i\rangle` above the working-set optimum are added (one 
 peak of the sensitivity in grid order) and the working set is re-solved, until the
 bound is below the target.
 
+**Double-double polish.**  On degenerate problems (Chebyshev regression: the eigenvalues of
+:math:`X` and of ``E`` graded over many decades, so no strict complementarity at float64 resolution)
+the float64 method stalls near :math:`\sqrt{\varepsilon}`: its Newton system's condition number is of
+order :math:`1/\mu^2`.  When the bound is then above ``E_POLISH_RTOL``, :func:`column_generation_dd`
+repeats the column generation with :func:`barrier_sdp_dd`, the same method in double-double arithmetic
+(:mod:`~noisealloc.solvers.double_double`, about 32 digits), which reaches the float64 rounding level
+of the bound.  The certificate does the same for its dual matrix (:func:`e_dual_bound`).
+
 The same routine, applied to the projected matrices :math:`Q^\top A_i Q` on the
 eigenspace of :math:`\lambda_{\min}(M(p))`, gives the small spectraplex problem
 :math:`\min_{Z \succeq 0, \operatorname{tr} Z = 1} \max_i \langle Z, Q^\top A_i Q\rangle`
@@ -40,6 +48,8 @@ References
 .. [2] F. Pukelsheim, "Optimal Design of Experiments", SIAM Classics, 2006, ch. 6-7.
 .. [3] J. Kiefer, "General equivalence theory for optimum designs (approximate theory)",
    Ann. Statist. 2(5), 1974.
+.. [4] Y. Hida, X. S. Li, D. H. Bailey, "Algorithms for quad-double precision floating point
+   arithmetic", ARITH-15, 2001.
 """
 
 from __future__ import annotations
