@@ -856,13 +856,14 @@ def _drop_inactive(prob, q, tol, rounds: int = 2):
     return q
 
 
-def _polish_dd(prob, q, E, counters):
+def _polish_dd(prob, q, E, counters, tol):
     r"""Double-double polish of a float64 E result: ``(w, bound)`` or None (too large for the cost cap).
 
     Column generation with :func:`barrier_sdp_dd` from the support of ``q`` (its ``max(4m, 32)``
     heaviest atoms) and the peaks of its sensitivity :math:`\langle E, A_i\rangle`, to ``E_POLISH_RTOL``; weights below
     ``E_DD_WEIGHT_FLOOR`` of the largest (the interior point's leftovers on inactive candidates) are
-    zeroed.  ``bound`` is :math:`\max_i \langle E_{dd}, A_i\rangle - \lambda_{\min}(M(w))` recomputed
+    zeroed, and so are atoms whose sensitivity is below :math:`\lambda_{\min}` by more than
+    ``tol / 4`` (relative).  ``bound`` is :math:`\max_i \langle E_{dd}, A_i\rangle - \lambda_{\min}(M(w))` recomputed
     in float64 for the returned ``w``.
     """
     m, n, Aflat = prob.m, prob.n, prob.Aflat
@@ -880,7 +881,16 @@ def _polish_dd(prob, q, E, counters):
     qd, Ed, _b = res
     w = np.where(qd >= E_DD_WEIGHT_FLOOR * qd.max(), qd, 0.0)
     w = w / w.sum()
-    return w, float((Aflat @ Ed.ravel()).max()) - _lmin(Aflat, w, m)
+    v = Aflat @ Ed.ravel()
+    # atoms whose sensitivity is clearly below lambda_min are inactive (weight ~ mu / slack left by the
+    # interior point): the equivalence check would fail on them, and removing weight from an inactive
+    # atom cannot lower lambda_min to first order; the bound below is recomputed for what is returned
+    lw = _lmin(Aflat, w, m)
+    low = (w > 0) & (v < lw - 0.25 * tol * abs(lw + prob.regularization))
+    if low.any() and low.sum() < np.count_nonzero(w):
+        w = np.where(low, 0.0, w)
+        w = w / w.sum()
+    return w, float(v.max()) - _lmin(Aflat, w, m)
 
 
 def run(prob, p, *, tol: float, counters=None):
@@ -929,7 +939,7 @@ def run(prob, p, *, tol: float, counters=None):
     tiny = np.finfo(float).tiny
     polished = None
     if m > 1 and not bound <= E_POLISH_RTOL * max(_lmin(Aflat, q, m) + prob.regularization, tiny):
-        polished = _polish_dd(prob, q, E, counters)
+        polished = _polish_dd(prob, q, E, counters, tol)
         if polished is not None and not polished[1] < bound:
             polished = None
     if polished is not None:
