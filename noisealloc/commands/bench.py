@@ -179,7 +179,7 @@ def _e_run(args, pairs, cv_sizes) -> None:
             print(f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SDP, status {cv['status']}): {cv['seconds']:8.3f} s  "
                   f"certified rel gap {cv['certificate'].rel_gap:.2e}  lambda_min {cv['lam_min']:.15g} "
                   f"(ours - CVXPY = {row.lam_min - cv['lam_min']:+.2e})  atoms {cv['n_atoms']} (weights > 1e-9 max)  "
-                  f"time ratio CVXPY/ours = {cv['ratio']:.1f}x")
+                  f"time ratio CVXPY/ours = {cv['ratio']:.2g}x")
 
 
 _BRANCHES = {"posterior": (_posterior_arguments, _posterior_run), "solver": (_solver_arguments, _solver_run)}
