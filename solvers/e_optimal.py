@@ -33,7 +33,7 @@ bound is below the target.
 the float64 method stalls near :math:`\sqrt{\varepsilon}`: its Newton system's condition number is of
 order :math:`1/\mu^2`.  When the bound is then above ``E_POLISH_RTOL``, :func:`column_generation_dd`
 repeats the column generation with :func:`barrier_sdp_dd`, the same method in double-double arithmetic
-(:mod:`~noisealloc.solvers.double_double`, about 32 digits), which reaches the float64 rounding level
+(:mod:`~noisealloc.solvers._double_double`, about 32 digits), which reaches the float64 rounding level
 of the bound.  The certificate does the same for its dual matrix (:func:`e_dual_bound`).
 
 The same routine, applied to the projected matrices :math:`Q^\top A_i Q` on the
@@ -292,7 +292,7 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60) -> Bar
                \qquad \min\ \nu \ \text{s.t.}\ \langle E, B_i\rangle + z_i = \nu,\ z \ge 0,\ E \succeq 0,\ \operatorname{tr} E = 1,
 
     with every quantity (iterates, Cholesky factors, Newton system) in
-    :mod:`~noisealloc.solvers.double_double`.  In float64 the method stalls where the Newton
+    :mod:`~noisealloc.solvers._double_double`.  In float64 the method stalls where the Newton
     system's condition number (of order :math:`1/\mu^2`) reaches :math:`1/\varepsilon`, i.e. at a gap
     near :math:`\sqrt{\varepsilon} \approx 1.5 \cdot 10^{-8}` on problems whose eigenvalues of ``X`` and
     ``E`` are graded over many decades (Chebyshev E-optimal designs); with about 32 digits the same
@@ -319,7 +319,7 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60) -> Bar
     C. Helmberg, F. Rendl, R. Vanderbei, H. Wolkowicz, "An interior-point method for semidefinite
     programming", SIAM J. Optim. 6(2), 1996 (the HKM direction); Hida, Li, Bailey 2001 (double-double).
     """
-    from noisealloc.solvers import double_double as dd_
+    from noisealloc.solvers import _double_double as dd_
 
     dd, add, sub, mul, div = dd_.dd, dd_.add, dd_.sub, dd_.mul, dd_.div
     s, r = B.shape[0], B.shape[1]

@@ -179,11 +179,11 @@ def test_e_certificate_recomputed_from_weights_alone():
 
 
 def test_double_double_arithmetic_against_mpmath():
-    """solvers.double_double: sums, products, quotients, square roots and an LU solve to ~1e-30 relative
+    """solvers._double_double: sums, products, quotients, square roots and an LU solve to ~1e-30 relative
     against 50-digit mpmath (float64 gives ~1e-16 on the same inputs)."""
     import mpmath as mp
 
-    from noisealloc.solvers import double_double as D
+    from noisealloc.solvers import _double_double as D
 
     mp.mp.dps = 50
     rng = np.random.default_rng(7)
