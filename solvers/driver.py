@@ -47,6 +47,7 @@ from noisealloc.theory.tolerances import (
     FW_GAP_RTOL,
     KKT_RTOL,
     SANDWICH_RANDOM_STARTS,
+    SANDWICH_REFINE_RTOL,
     SANDWICH_SUPPORT_STARTS,
     SANDWICH_SAME_VALUE_RTOL,
     SINGULAR_RCOND,
@@ -114,7 +115,8 @@ def solve(
         ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich.
     polish : bool
         Finish with projected Newton on the active support (default True); for 'E' the
-        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`.
+        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`, repeated in
+        double-double arithmetic when float64 stalls above ``E_POLISH_RTOL`` (degenerate problems).
     tol : float, optional
         Target certified relative gap (default ``FW_GAP_RTOL`` = 1e-8 for convex criteria,
         ``KKT_RTOL`` = 1e-6 for the sandwich).
@@ -145,7 +147,9 @@ def solve(
         (or ``p0``) allocation, the convex surrogate's optimum, ``starts``, ``n_random_starts``
         Dirichlet draws and the ``SANDWICH_SUPPORT_STARTS`` best supports of ``m`` levels
         (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the lowest value kept (at equal
-        values a certified run); ``'none'`` when the certificate does not hold (``status != 0``) (``n_starts`` and ``start_values`` report the
+        values a certified run; when ``tol`` is below ``KKT_RTOL`` the extra starts run to ``KKT_RTOL``
+        and only those within ``SANDWICH_REFINE_RTOL`` of the best value continue to ``tol``, so the
+        others' ``start_values`` are their values at ``KKT_RTOL``); ``'none'`` when the certificate does not hold (``status != 0``) (``n_starts`` and ``start_values`` report the
         starts and the spread of their values); the message says which.
 
     Raises
@@ -216,10 +220,12 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
         seed_state = gen.bit_generator.state
 
     counters = new_counters()
+    # V at the convex surrogate's optimum is a property of the problem: one L solve, not one per start
+    surrogate = surrogate_value(prob)
 
-    def run_from(p):
-        return _run_from(prob, p, method=method, polish=polish, tol=tol, max_iter=max_iter, gen=gen,
-                         counters=counters)
+    def run_from(p, run_tol=tol):
+        return _run_from(prob, p, method=method, polish=polish, tol=run_tol, max_iter=max_iter, gen=gen,
+                         counters=counters, surrogate=surrogate)
 
     p, status, cert = run_from(p)
     optimality, proof = "global", "convex criterion"
@@ -267,7 +273,7 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     )
 
 
-def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, gen, counters):
+def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, gen, counters, surrogate=None):
     """Main algorithm, polish and certificate from one start; the status the certificate decides."""
     mus = [0.0]
     if prob.criterion == "E":
@@ -295,7 +301,7 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
             p, status = e_optimal.run(prob, p, tol=tol, counters=counters)
         elif polish:
             p, status = polish_mod.run(prob, p, tol=tol, mu=mu, counters=counters)
-    cert = _certify(prob, p, rtol=tol)
+    cert = _certify(prob, p, rtol=tol, surrogate=surrogate)
     # The gap met tol but the gradient is not yet equal on the support: the main algorithm alone
     # stops on the gap, so it continues to a tenth of the gap, up to _EQUALITY_ROUNDS times.
     rounds = 0
@@ -377,13 +383,32 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
     begin.extend(support_starts(prob, SANDWICH_SUPPORT_STARTS))
     n_support = len(begin) - n_support
     best = (p, status, cert)
-    values = [cert.value]
+    # Each start first runs to KKT_RTOL only (when tol is tighter): most starts end in a worse basin,
+    # and their tight polish is most of the cost.  A start whose value there is within
+    # SANDWICH_REFINE_RTOL of the best is then continued from that point to tol (the continuation
+    # changes V by far less than that margin, so no contender is lost); the others keep the value
+    # they reached, certified at KKT_RTOL.
+    loose_tol = max(cert.rtol, KKT_RTOL)
+    runs = []
     for q in begin:
         try:
-            run = run_from(q)
+            runs.append(run_from(q, loose_tol))
         except SingularMomentError:  # a start whose descent ends on the singular boundary
+            runs.append(None)
+    v_lo = min([cert.value] + [r[2].value for r in runs if r is not None])
+    values = [cert.value]
+    for run in runs:
+        if run is None:
             values.append(np.nan)
             continue
+        if run[2].rtol > cert.rtol and run[2].value <= v_lo + SANDWICH_REFINE_RTOL * max(abs(v_lo), prob.value_scale):
+            try:
+                run = run_from(run[0])
+            except SingularMomentError:
+                # the continuation stepped onto the singular boundary: the loose point stands, with its
+                # status judged at tol (a KKT_RTOL certificate must not pass for one at tol)
+                c_t = _certify(prob, run[0], rtol=cert.rtol, surrogate=run[2].surrogate_value)
+                run = (run[0], 0 if c_t.optimality_ok else 3 if c_t.rel_gap <= c_t.rtol else 2, c_t)
         values.append(run[2].value)
         if _better(run, best, prob.value_scale):
             best = run

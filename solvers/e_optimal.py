@@ -28,6 +28,14 @@ with :math:`\langle E, A_i\rangle` above the working-set optimum are added (one 
 peak of the sensitivity in grid order) and the working set is re-solved, until the
 bound is below the target.
 
+**Double-double polish.**  On degenerate problems (Chebyshev regression: the eigenvalues of
+:math:`X` and of ``E`` graded over many decades, so no strict complementarity at float64 resolution)
+the float64 method stalls near :math:`\sqrt{\varepsilon}`: its Newton system's condition number is of
+order :math:`1/\mu^2`.  When the bound is then above ``E_POLISH_RTOL``, :func:`column_generation_dd`
+repeats the column generation with :func:`barrier_sdp_dd`, the same method in double-double arithmetic
+(:mod:`~noisealloc.solvers._double_double`, about 32 digits), which reaches the float64 rounding level
+of the bound.  The certificate does the same for its dual matrix (:func:`e_dual_bound`).
+
 The same routine, applied to the projected matrices :math:`Q^\top A_i Q` on the
 eigenspace of :math:`\lambda_{\min}(M(p))`, gives the small spectraplex problem
 :math:`\min_{Z \succeq 0, \operatorname{tr} Z = 1} \max_i \langle Z, Q^\top A_i Q\rangle`
@@ -40,6 +48,8 @@ References
 .. [2] F. Pukelsheim, "Optimal Design of Experiments", SIAM Classics, 2006, ch. 6-7.
 .. [3] J. Kiefer, "General equivalence theory for optimum designs (approximate theory)",
    Ann. Statist. 2(5), 1974.
+.. [4] Y. Hida, X. S. Li, D. H. Bailey, "Algorithms for quad-double precision floating point
+   arithmetic", ARITH-15, 2001.
 """
 
 from __future__ import annotations
@@ -52,9 +62,15 @@ import numpy as np
 from scipy import linalg as sla
 
 from noisealloc.solvers.problem import moments, new_counters
-from noisealloc.theory.tolerances import E_CLUSTER_RTOL, FW_GAP_RTOL
+from noisealloc.theory.tolerances import (
+    E_CLUSTER_RTOL,
+    E_DD_TRIGGER_RTOL,
+    E_DD_WEIGHT_FLOOR,
+    E_POLISH_RTOL,
+    FW_GAP_RTOL,
+)
 
-__all__ = ["BarrierResult", "barrier_sdp", "column_generation", "e_dual_bound", "run"]
+__all__ = ["BarrierResult", "barrier_sdp", "barrier_sdp_dd", "column_generation", "column_generation_dd", "e_dual_bound", "run"]
 
 
 @dataclass(frozen=True)
@@ -266,6 +282,187 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80) 
     return BarrierResult(q, float(t) * sc, E, float(gap) * sc, it, converged)
 
 
+def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60) -> BarrierResult:
+    r""":func:`barrier_sdp` in double-double arithmetic (about 32 digits): the polish of degenerate problems.
+
+    The same primal-dual interior point (HKM direction, Mehrotra predictor-corrector, infeasible
+    start from the uniform weights) on
+
+    .. math::  \max\ t \ \text{s.t.}\ \sum_i q_i B_i - tI = X \succeq 0,\ q \in \Delta;
+               \qquad \min\ \nu \ \text{s.t.}\ \langle E, B_i\rangle + z_i = \nu,\ z \ge 0,\ E \succeq 0,\ \operatorname{tr} E = 1,
+
+    with every quantity (iterates, Cholesky factors, Newton system) in
+    :mod:`~noisealloc.solvers._double_double`.  In float64 the method stalls where the Newton
+    system's condition number (of order :math:`1/\mu^2`) reaches :math:`1/\varepsilon`, i.e. at a gap
+    near :math:`\sqrt{\varepsilon} \approx 1.5 \cdot 10^{-8}` on problems whose eigenvalues of ``X`` and
+    ``E`` are graded over many decades (Chebyshev E-optimal designs); with about 32 digits the same
+    iteration reaches gaps of :math:`10^{-16}` and below.  Only the step lengths are computed in
+    float64 (eigenvalues of :math:`L^{-1} \Delta X L^{-\top}` on the leading parts), then shortened by
+    0.98 as in :func:`barrier_sdp`.
+
+    Parameters
+    ----------
+    B : ndarray, shape (s, r, r)
+        Symmetric PSD candidate matrices of the working set (float64).
+    gap_atol : float
+        Stop when :math:`\nu - t` and the residuals are at most this.
+    max_iter : int
+        Iteration limit.
+
+    Returns
+    -------
+    BarrierResult
+        As :func:`barrier_sdp`, rounded to float64 (``E`` projected on the PSD cone with unit trace).
+
+    References
+    ----------
+    C. Helmberg, F. Rendl, R. Vanderbei, H. Wolkowicz, "An interior-point method for semidefinite
+    programming", SIAM J. Optim. 6(2), 1996 (the HKM direction); Hida, Li, Bailey 2001 (double-double).
+    """
+    from noisealloc.solvers import _double_double as dd_
+
+    dd, add, sub, mul, div = dd_.dd, dd_.add, dd_.sub, dd_.mul, dd_.div
+    s, r = B.shape[0], B.shape[1]
+    sc = max(float(np.linalg.eigvalsh(B.mean(axis=0))[-1]), np.finfo(float).tiny)
+    Bs = dd(B / sc)  # O(1) eigenvalues, as in barrier_sdp
+    Bf = (Bs[0].reshape(s, r * r), Bs[1].reshape(s, r * r))
+    I = dd(np.eye(r))
+    theta = float(r + s)
+    atol = gap_atol / sc
+
+    def full(x, shape):
+        return (np.broadcast_to(x[0], shape), np.broadcast_to(x[1], shape))
+
+    def sym(x):
+        h = add(x, (x[0].T, x[1].T))
+        return (0.5 * h[0], 0.5 * h[1])
+
+    def trace(x):
+        return dd_.dsum((np.diagonal(x[0]).copy(), np.diagonal(x[1]).copy()))
+
+    def inner(x, y):
+        p = mul(x, y)
+        return dd_.dsum((p[0].ravel(), p[1].ravel()))
+
+    def moment(w):  # sum_i w_i B_i
+        m_ = dd_.dsum(mul((w[0][:, None], w[1][:, None]), Bf))
+        return (m_[0].reshape(r, r), m_[1].reshape(r, r))
+
+    def bdot(Em):  # <E, B_i>
+        p = mul(Bf, full((Em[0].ravel(), Em[1].ravel()), Bf[0].shape))
+        return dd_.dsum((p[0].T, p[1].T))
+
+    def maxstep(Linv, Dm):
+        W = Linv[0] @ Dm[0] @ Linv[0].T
+        lo = float(np.linalg.eigvalsh(0.5 * (W + W.T))[0])
+        return np.inf if lo >= 0 else -1.0 / lo
+
+    q = dd(np.full(s, 1.0 / s))
+    Mq = moment(q)
+    t = dd(float(np.linalg.eigvalsh(Mq[0])[0]) - 1.0)
+    X = sub(Mq, mul(I, full(t, (r, r))))
+    E = dd(np.eye(r) / r)
+    nu = dd(float(bdot(E)[0].max()) + 1.0)
+    z = sub(full(nu, (s,)), bdot(E))
+    it, converged, best = 0, False, None
+    while it < max_iter:
+        Rp = sym(sub(sub(moment(q), mul(I, full(t, (r, r)))), X))
+        Rd = sub(sub(full(nu, (s,)), bdot(E)), z)
+        re = sub(dd(1.0), trace(E))
+        mu = float(add(inner(X, E), dd_.dsum(mul(q, z)))[0]) / theta
+        gap = float(sub(nu, t)[0])
+        pres = float(np.max(np.abs(Rp[0])))
+        dres = float(np.max(np.abs(Rd[0]))) + abs(float(re[0]))
+        merit = max(gap, 0.0) + pres + dres
+        if best is None or merit < best[0]:
+            best = (merit, q, t, E, gap)
+        if gap <= atol and pres <= atol and dres <= atol:
+            converged = True
+            break
+        L, R = dd_.chol(X), dd_.chol(E)
+        if L is None or R is None:
+            break
+        Linv, Rinv = dd_.trinv(L), dd_.trinv(R)
+        Xi = dd_.matmul((Linv[0].T, Linv[1].T), Linv)
+        G = dd_.matmul(dd_.matmul(full(Linv, Bs[0].shape), Bs), full(R, Bs[0].shape))  # L^-1 B_i R
+        Gf = (G[0].reshape(s, -1), G[1].reshape(s, -1))
+        H = dd_.matmul(Gf, (Gf[0].T, Gf[1].T))
+        XiE = dd_.matmul(Xi, E)
+        h = bdot(sym(XiE))
+        XiRpE = dd_.matmul(dd_.matmul(Xi, Rp), E)
+        w = bdot(sym(XiRpE))
+        trXiRpE = trace(XiRpE)
+        zq = div(z, q)
+        N = s + 2
+        # [[H + diag(z/q), -h, 1], [-h^T, tr(X^-1 E), 0], [1^T, 0, 0]], as in barrier_sdp
+        KKT = (np.zeros((N, N)), np.zeros((N, N)))
+        diag = add((np.diagonal(H[0]).copy(), np.diagonal(H[1]).copy()), zq)
+        cc = trace(XiE)
+        for k in range(2):
+            KKT[k][:s, :s] = H[k]
+            KKT[k][np.arange(s), np.arange(s)] = diag[k]
+            KKT[k][:s, s] = KKT[k][s, :s] = -h[k]
+            KKT[k][s, s] = cc[k]
+        KKT[0][:s, s + 1] = KKT[0][s + 1, :s] = 1.0
+        lu = dd_.lu_factor(KKT)  # one factorisation, two directions (predictor and corrector)
+
+        def direction(Kmat, kq):
+            head = sub(add(sub(bdot(sym(Kmat)), full(nu, (s,))), kq), w)
+            rhs = (np.zeros(N), np.zeros(N))
+            rhs[0][:s], rhs[1][:s] = head
+            rt = add(sub(dd(1.0), trace(Kmat)), trXiRpE)
+            rs = sub(dd(1.0), dd_.dsum(q))
+            for k in range(2):
+                rhs[k][s], rhs[k][s + 1] = rt[k], rs[k]
+            sol = dd_.lu_solve(lu, rhs)
+            dq = (sol[0][:s], sol[1][:s])
+            dt, dnu = (sol[0][s], sol[1][s]), (sol[0][s + 1], sol[1][s + 1])
+            dX = sym(add(sub(moment(dq), mul(I, full(dt, (r, r)))), Rp))
+            dE = sym(sub(sub(Kmat, E), dd_.matmul(dd_.matmul(Xi, dX), E)))
+            dz = sub(sub(kq, z), mul(zq, dq))
+            return dq, dt, dX, dE, dz, dnu
+
+        def steps(dq, dX, dE, dz):
+            ap, ad = maxstep(Linv, dX), maxstep(Rinv, dE)
+            neg = dq[0] < 0
+            if neg.any():
+                ap = min(ap, float(np.min(-q[0][neg] / dq[0][neg])))
+            neg = dz[0] < 0
+            if neg.any():
+                ad = min(ad, float(np.min(-z[0][neg] / dz[0][neg])))
+            return min(1.0, ap), min(1.0, ad)
+
+        dq, dt, dX, dE, dz, dnu = direction(dd(np.zeros((r, r))), dd(np.zeros(s)))
+        ap, ad = steps(dq, dX, dE, dz)
+        mu_aff = (float(np.sum((X[0] + ap * dX[0]) * (E[0] + ad * dE[0])))
+                  + float((q[0] + ap * dq[0]) @ (z[0] + ad * dz[0]))) / theta
+        sigma = min(1.0, max(0.0, (mu_aff / mu) ** 3)) if mu > 0 else 0.0
+        sm = dd(sigma * mu)
+        Kmat = dd_.matmul(Xi, sub(mul(I, full(sm, (r, r))), dd_.matmul(dX, dE)))
+        kq = div(sub(full(sm, (s,)), mul(dq, dz)), q)
+        dq, dt, dX, dE, dz, dnu = direction(Kmat, kq)
+        ap, ad = steps(dq, dX, dE, dz)
+        a_p, a_d = dd(0.98 * ap), dd(0.98 * ad)
+        q = add(q, mul(dq, full(a_p, (s,))))
+        t = add(t, mul(a_p, dt))
+        X = add(X, mul(dX, full(a_p, (r, r))))
+        E = add(E, mul(dE, full(a_d, (r, r))))
+        z = add(z, mul(dz, full(a_d, (s,))))
+        nu = add(nu, mul(a_d, dnu))
+        tr = trace(E)  # homogeneous dual: rescaling restores tr E = 1 exactly
+        E, z, nu = div(E, full(tr, (r, r))), div(z, full(tr, (s,))), div(nu, tr)
+        it += 1
+    _merit, q, t, E, gap = best
+    Ef = dd_.to_float(E)
+    Ef = 0.5 * (Ef + Ef.T)
+    wE, VE = np.linalg.eigh(Ef)
+    Ef = (VE * np.maximum(wE, 0.0)) @ VE.T
+    Ef = Ef / np.trace(Ef)
+    qf = np.maximum(dd_.to_float(q), 0.0)
+    qf = qf / qf.sum()
+    return BarrierResult(qf, float(dd_.to_float(t)) * sc, Ef, float(gap) * sc, it, converged)
+
+
 def _peaks(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """Members of ``idx`` that are local maxima of ``v`` in index (grid) order."""
     n = v.size
@@ -369,6 +566,88 @@ def column_generation(Aflat: np.ndarray, S0, *, rtol: float, project=None, offse
     return best[0], best[1], best[2]
 
 
+#: Cost cap of the double-double polish: s m^3 + s^2 m^2 per interior-point iteration (working set of
+#: s candidates, m x m matrices) at ~30 numpy calls per double-double operation; 1e8 is a few seconds
+#: per iteration.  Larger problems keep the float64 result.
+_DD_WORK_MAX = 1e8
+
+
+def _dd_affordable(s: int, m: int) -> bool:
+    return s * m**3 + s * s * m * m <= _DD_WORK_MAX
+
+
+def column_generation_dd(Aflat: np.ndarray, S0, *, rtol: float, offset: float = 0.0, max_rounds: int = 10,
+                         counters=None):
+    r""":func:`column_generation` with the double-double interior point :func:`barrier_sdp_dd`.
+
+    Same rounds (solve on the working set, price all candidates with the rigorous bound
+    :math:`\max_i \langle E, A_i\rangle - \lambda_{\min}(\sum_i q_i A_i)`, add the violating peaks and
+    their grid neighbours), in the full space only.  Returns ``(q, E, bound)`` of the best round, or
+    None when a working set exceeds the cost cap ``_DD_WORK_MAX``.
+
+    Parameters
+    ----------
+    Aflat : ndarray, shape (n, m*m)
+        Flattened candidate matrices.
+    S0 : array_like of int
+        Starting working set.
+    rtol : float
+        Relative target of the bound (relative to :math:`\lambda_{\min} + \delta`).
+    offset : float
+        Ridge :math:`\delta`.
+    max_rounds : int
+        Column-generation rounds.
+    counters : dict, optional
+        ``nit``/``njev`` counters, updated in place.
+
+    Returns
+    -------
+    tuple or None
+        ``q`` (n,), ``E`` (m, m) PSD with unit trace, ``bound`` (float), as :func:`column_generation`.
+    """
+    n = Aflat.shape[0]
+    m = int(round(np.sqrt(Aflat.shape[1])))
+    tiny = np.finfo(float).tiny
+    S = np.unique(np.asarray(S0, dtype=int))
+    best = None
+    for _round in range(max_rounds):
+        _u, first = np.unique(Aflat[S], axis=0, return_index=True)  # identical candidates: one constraint
+        S = S[np.sort(first)]
+        if not _dd_affordable(S.size, m):
+            break
+        B = Aflat[S].reshape(S.size, m, m)
+        B = 0.5 * (B + np.swapaxes(B, 1, 2))
+        if best is None:
+            ev0 = np.linalg.eigvalsh(B.mean(axis=0))
+            sc = max(ev0[0] + offset, 1e-3 * ev0[-1], tiny)
+        else:
+            sc = max(best[3] + offset, tiny)
+        res = barrier_sdp_dd(B, gap_atol=0.5 * rtol * sc)
+        if counters is not None:
+            counters["nit"] += res.nit
+            counters["njev"] += 1
+        v = Aflat @ res.E.ravel()
+        q_full = np.zeros(n)
+        q_full[S] = res.q
+        lmin = _lmin(Aflat, q_full, m)
+        bound = float(v.max()) - lmin
+        if best is None or bound < best[2]:
+            best = (q_full, res.E, bound, lmin)
+        if bound <= rtol * max(lmin + offset, tiny):
+            break
+        viol = np.setdiff1d(np.flatnonzero(v > lmin + 0.25 * bound), S)
+        if viol.size == 0:
+            break
+        pk = _peaks(v, viol)
+        if pk.size == 0:
+            pk = viol
+        add = pk[np.argsort(-v[pk])[: max(4, m)]]
+        add = np.clip(np.concatenate([add + d for d in (-2, -1, 0, 1, 2)]), 0, n - 1)
+        keep = S[(res.q >= 1e-9 * res.q.max()) | (v[S] >= lmin - bound)]
+        S = np.union1d(keep, add)
+    return None if best is None else best[:3]
+
+
 def _e_clusters(ev: np.ndarray) -> list:
     """Sizes ``r >= 2`` of the clusters of smallest eigenvalues (spread within ``E_CLUSTER_RTOL``)."""
     m = ev.size
@@ -401,7 +680,11 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
       equivalence theorem (Pukelsheim 2006, ch. 7) says some such ``E`` makes the
       bound zero;
     * the eigenprojector of :math:`\lambda_{\min}` and soft-min projectors
-      :math:`E_\mu \propto e^{-M_p/\mu}`, and averages over clusters of smallest eigenvalues.
+      :math:`E_\mu \propto e^{-M_p/\mu}`, and averages over clusters of smallest eigenvalues;
+    * when those leave a bound above ``E_DD_TRIGGER_RTOL`` (relative), the dual matrix of the full
+      problem on the support of ``p`` and the sensitivity peaks, solved in double-double
+      (:func:`column_generation_dd`, target ``E_POLISH_RTOL``): on degenerate problems the float64
+      interior point stalls near :math:`\sqrt{\varepsilon}`.
 
     Parameters
     ----------
@@ -452,15 +735,23 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
     # on the support of p plus the most sensitive candidates).  Tried in this order until
     # one meets a tenth of FW_GAP_RTOL (the rest could only tighten an already tight bound).
     sizes = sorted(set(_e_clusters(ev)) | ({m} if m > 1 else set()))
+    support = np.flatnonzero(p > 0)
+    cap = max(4 * m, 32)
+    if support.size > cap:
+        support = support[np.argsort(-p[support])[:cap]]
+    v0 = -best[2]
+    pk = _peaks(v0, np.arange(prob.n))
+    top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
+    S0 = np.union1d(support, top)
+    if best[0] > E_DD_TRIGGER_RTOL * max(lmin, tiny) and m > 1:
+        # Degenerate problems (graded spectra of M and of the dual) stall the float64 interior point
+        # near sqrt(eps); the full dual problem in double-double reaches rounding level (E_POLISH_RTOL).
+        dd = column_generation_dd(prob.Aflat, S0, rtol=E_POLISH_RTOL, offset=prob.regularization)
+        if dd is not None:
+            cand = score(dd[1])
+            if cand[0] < best[0]:
+                best = cand
     if sizes and best[0] > target:
-        support = np.flatnonzero(p > 0)
-        cap = max(4 * m, 32)
-        if support.size > cap:
-            support = support[np.argsort(-p[support])[:cap]]
-        v0 = -best[2]
-        pk = _peaks(v0, np.arange(prob.n))
-        top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
-        S0 = np.union1d(support, top)
         for r in sizes:
             _q, E, _b = column_generation(prob.Aflat, S0, rtol=0.1 * FW_GAP_RTOL, project=U[:, :r])
             cand = score(E)
@@ -565,6 +856,56 @@ def _drop_inactive(prob, q, tol, rounds: int = 2):
     return q
 
 
+def _polish_dd(prob, q, E, counters, tol):
+    r"""Double-double polish of a float64 E result: ``(w, bound)`` or None (too large for the cost cap).
+
+    Column generation with :func:`barrier_sdp_dd` from the support of ``q`` (its ``max(4m, 32)``
+    heaviest atoms) and the peaks of its sensitivity :math:`\langle E, A_i\rangle`, to ``E_POLISH_RTOL``; weights below
+    ``E_DD_WEIGHT_FLOOR`` of the largest (the interior point's leftovers on inactive candidates) are
+    zeroed; when atoms with sensitivity below :math:`\lambda_{\min}` by more than ``tol / 4``
+    (relative) keep weight, the problem on the active atoms is re-solved in double-double.  ``bound`` is :math:`\max_i \langle E_{dd}, A_i\rangle - \lambda_{\min}(M(w))` recomputed
+    in float64 for the returned ``w``.
+    """
+    m, n, Aflat = prob.m, prob.n, prob.Aflat
+    v = Aflat @ E.ravel()
+    pk = _peaks(v, np.arange(n))
+    top = pk[np.argsort(-v[pk])[: max(2 * m, 8)]]
+    support = np.flatnonzero(q >= 1e-9 * q.max())
+    cap = max(4 * m, 32)  # a non-unique optimum's analytic centre can hold hundreds of atoms
+    if support.size > cap:
+        support = support[np.argsort(-q[support])[:cap]]
+    S = np.union1d(support, top)
+    res = column_generation_dd(Aflat, S, rtol=E_POLISH_RTOL, offset=prob.regularization, counters=counters)
+    if res is None:
+        return None
+    qd, Ed, _b = res
+    w = np.where(qd >= E_DD_WEIGHT_FLOOR * qd.max(), qd, 0.0)
+    w = w / w.sum()
+    v = Aflat @ Ed.ravel()
+    best = (w, float(v.max()) - _lmin(Aflat, w, m))
+    # Atoms whose sensitivity is clearly below lambda_min are inactive, but the interior point leaves
+    # them weight mu / slack, which is not negligible when the slack is small (2e-9 at slack 3.5e-8 on
+    # Chebyshev degree 7): the equivalence check fails on them and zeroing them moves lambda_min by as
+    # much.  The problem restricted to the active atoms has the same optimum; it is re-solved there.
+    lw = _lmin(Aflat, w, m)
+    active = np.flatnonzero((w > 0) & (v >= lw - 0.25 * tol * abs(lw + prob.regularization)))
+    if 0 < active.size < np.count_nonzero(w) and _dd_affordable(active.size, m):
+        B = Aflat[active].reshape(active.size, m, m)
+        r2 = barrier_sdp_dd(0.5 * (B + np.swapaxes(B, 1, 2)),
+                            gap_atol=0.5 * E_POLISH_RTOL * max(lw + prob.regularization, np.finfo(float).tiny))
+        if counters is not None:
+            counters["nit"] += r2.nit
+        w2 = np.zeros(n)
+        w2[active] = np.where(r2.q >= E_DD_WEIGHT_FLOOR * r2.q.max(), r2.q, 0.0)
+        w2 = w2 / w2.sum()
+        b2 = float((Aflat @ r2.E.ravel()).max()) - _lmin(Aflat, w2, m)  # over all candidates
+        b_alt = float(v.max()) - _lmin(Aflat, w2, m)  # or with the full problem's dual
+        # the active-set solution is preferred once it meets the polish target (a cleaner support)
+        if min(b2, b_alt) < max(best[1], E_POLISH_RTOL * abs(lw + prob.regularization)):
+            best = (w2, min(b2, b_alt))
+    return best
+
+
 def run(prob, p, *, tol: float, counters=None):
     r"""E-optimal weights from the starting allocation ``p`` (the polish of 'E').
 
@@ -608,7 +949,18 @@ def run(prob, p, *, tol: float, counters=None):
     pk = pk[np.argsort(-v[pk])[:cap]]
     S0 = np.union1d(heavy, pk)
     q, E, bound = column_generation(Aflat, S0, rtol=0.1 * tol, offset=prob.regularization, counters=counters)
-    q, E = _finalize(Aflat, q, E, m, rtol=0.5 * tol, offset=prob.regularization)
+    tiny = np.finfo(float).tiny
+    polished = None
+    if m > 1 and not bound <= E_POLISH_RTOL * max(_lmin(Aflat, q, m) + prob.regularization, tiny):
+        polished = _polish_dd(prob, q, E, counters, tol)
+        if polished is not None and not polished[1] < bound:
+            polished = None
+    if polished is not None:
+        # the double-double optimum is kept as is: the float64 re-solves of _finalize and
+        # _drop_inactive would put back the error they stall at
+        q, bound = polished
+    else:
+        q, E = _finalize(Aflat, q, E, m, rtol=0.5 * tol, offset=prob.regularization)
     if np.count_nonzero(q) > prob.atom_bound:
         # a non-unique optimum (the interior point returns its analytic centre):
         # Caratheodory keeps M(q), hence lambda_min and the bound, and drops atoms
@@ -620,6 +972,7 @@ def run(prob, p, *, tol: float, counters=None):
         w /= w.sum()
         if _lmin(Aflat, w, m) >= _lmin(Aflat, q, m) * (1.0 - 1e-3 * tol):
             q = w
-    q = _drop_inactive(prob, q, tol)
+    if polished is None:
+        q = _drop_inactive(prob, q, tol)
     lm = float(np.linalg.eigvalsh(((q @ Aflat).reshape(m, m) + prob.regularization * np.eye(m)))[0])
     return q, (0 if bound <= tol * max(lm, np.finfo(float).tiny) else 2)

@@ -182,8 +182,10 @@ def optimize_allocation(
             raise ValueError("lam (the candidate grid) is required when source is a data model")
         fam = natural_family(source) if family is None else family
         t0 = time.perf_counter()
-        matrices = build_family_matrices(source, fam, lam, data=data, rng=0 if rng is None else rng,
-                                         **(build_options or {}))
+        # one small GEMM per level (Monte-Carlo families): threaded BLAS only oversubscribes
+        with single_blas_thread():
+            matrices = build_family_matrices(source, fam, lam, data=data, rng=0 if rng is None else rng,
+                                             **(build_options or {}))
         timings["build"] = time.perf_counter() - t0
     problem = make_problem(matrices.A, criterion, grid=matrices.lam, **criterion_arrays(matrices, criterion, W=W, c=c))
     return _chain(matrices, problem, method=method, polish=polish, tol=tol, rtol=rtol, rng=rng, reduce=reduce,

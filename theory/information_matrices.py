@@ -513,13 +513,21 @@ def random_feature_matrices(model, lam, *, q: int = 32, n_mc: int = 4096, freqs:
     x0 = model.sample_x0(int(n_mc), rng=gen)
     eps = gen.standard_normal(x0.shape)
 
+    last = {}  # the off-grid check asks A(l) then G(l) at the same l: one Monte-Carlo pass for both
+
     def moments(l):
         l = float(l)
+        if last.get("l") == l:
+            return last["AG"]
         x = x0 + np.exp(-0.5 * l) * eps
         emb = np.concatenate([np.cos(f * l / 12.0), np.sin(f * l / 12.0)])
         psi = np.tanh(x @ Wx + emb @ Wl + b) / np.sqrt(q)
         r2 = np.sum((x0 - model.denoiser(x, l)) ** 2, axis=1)
-        return 2.0 * (psi.T @ psi) / x0.shape[0], 4.0 * ((psi * r2[:, None]).T @ psi) / x0.shape[0]
+        AG = 2.0 * (psi.T @ psi) / x0.shape[0], 4.0 * ((psi * r2[:, None]).T @ psi) / x0.shape[0]
+        for X in AG:
+            X.flags.writeable = False  # shared with the cache: a caller must not change it
+        last["l"], last["AG"] = l, AG
+        return AG
 
     A = np.empty((lam.size, q, q))
     G = np.empty_like(A)

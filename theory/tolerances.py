@@ -118,11 +118,31 @@ SINGULAR_RCOND = 256 * EPS
 #: keeps clusters of allocations up to ~1e-4 suboptimal (their spread is at most
 #: that), while distinct eigenvalues of regular problems are further apart.
 E_CLUSTER_RTOL = 1e-4
+#: Target of the double-double E polish and certificate (relative bound max_i <E, A_i> - lambda_min):
+#: the double-double interior point reaches duality gaps ~1e-16 relative; the bound itself is then
+#: evaluated in float64 (lambda_min by eigvalsh, <E, A_i> by one GEMV), whose rounding is a few
+#: m * eps ~ 1e-14 relative for m <= 40; 1e-12 leaves a margin of ~100 above that.
+E_POLISH_RTOL = 1e-12
+#: The E certificate tries the double-double dual only when its float64 candidates leave a relative bound
+#: above this: 1e-10 is issue 15's target for degenerate (Chebyshev) problems and 100x below
+#: FW_GAP_RTOL, so well-conditioned problems, whose cheap candidates are already below it, skip the cost.
+E_DD_TRIGGER_RTOL = 1e-10
+#: Weights of the double-double interior point below this fraction of the largest are its leftovers
+#: (~ mu / z_i with mu ~ 1e-17) on inactive candidates and are zeroed: dropping them moves M(p) by less
+#: than ~1e-12 relative, below E_POLISH_RTOL, while genuine atoms of these designs carry >= ~1e-4.
+E_DD_WEIGHT_FLOOR = 1e-12
 
 #: Largest |coordinate| of a Dirac mixture's atom.  Squared distances (GEMM form, summed over up to
 #: ~1e3 dimensions) must stay finite: 1e150^2 * 1e3 = 1e303 < 1.8e308.  Beyond it the data are
 #: rescaled by the user: atoms c*mu at log-SNR lam are atoms mu at lam + 2 log c (THEORY.md section 5).
 ATOM_ABS_MAX = 1e150
+#: A multi-start run stopped at KKT_RTOL (when the requested tol is tighter) is continued to tol only
+#: when its value is within this relative distance of the best start's: continuing from a KKT point
+#: at relative residual 1e-6 moved V by < 1e-9 relative on the Dirac K=5 random-features sandwich
+#: (662.9937947 before and after), and distinct local optima there differ by > 1e-2, so 1e-3 keeps
+#: every contender with a margin of 1e6 over the observed change while skipping the other basins.
+SANDWICH_REFINE_RTOL = 1e-3
+
 #: Every named tolerance (the upper-case names above).
 __all__ = sorted(name for name in dict(globals()) if name.isupper())
 
@@ -141,3 +161,4 @@ SANDWICH_SAME_VALUE_RTOL = 1e-6
 
 #: Starts of the sandwich multi-start on the best supports of m levels (enumerated where affordable).
 SANDWICH_SUPPORT_STARTS = 4
+

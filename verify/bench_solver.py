@@ -22,14 +22,20 @@ second-order cone programming", J. Stat. Plan. Inference 141), and both allocati
 are certified by the same code (:func:`noisealloc.solvers.certify`).  Times are
 wall-clock in this run; the ratio is CVXPY time / our time.
 
-:func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; :func:`run` (with
-:func:`add_arguments`) is the ``noisealloc bench solver`` front end that prints it.
+:func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; the ``noisealloc bench
+solver`` front end that parses and prints is :mod:`noisealloc.commands.bench`.
 
 Both modes end with a ``reduce_support`` row (:func:`measure_reduction`): Carathéodory reduction
 of dense weights at n = 1000, m = 10, and the updated-QR sweep against the former SVD elimination
 at n = 200.  ``bench solver --kernels`` instead times each compiled solver kernel against its numpy
 reference on the same inputs (:func:`measure_kernels`; first call excluded) and prints why each
 is or is not wired into the solvers (:mod:`noisealloc.solvers._kernels`).
+
+E-optimal rows (:func:`measure_e`): ``solve(A, 'E')`` on :func:`cheb_problem` ``(m, n)`` (Chebyshev
+degree ``m - 1`` on ``n`` points), its certified relative gap (spectraplex dual of
+:func:`noisealloc.solvers.certificates.e_dual_bound`) and, where cvxpy and clarabel are installed,
+CVXPY + Clarabel on the SDP :math:`\\max_{p \\in \\Delta} \\lambda_{\\min}(\\sum_i p_i A_i)`, certified by
+the same code; the ratio is CVXPY time / our time in the same run.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ import numpy as np
 
 __all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "KernelBenchRow", "KernelBenchResult",
            "measure_kernels", "ReductionBenchRow", "measure_reduction"]
+
+__all__ = ["EBenchRow", "SolverBenchRow", "SolverBenchResult", "cheb_problem", "measure", "measure_e", "problem"]
 
 
 def problem(name: str, n: int):
@@ -448,3 +456,125 @@ def measure_reduction(n: int = 1000, m: int = 10, *, baseline_n: int = 200) -> R
     return ReductionBenchRow(n=n, m=m, seconds=t, atoms_before=red.n_atoms_before, atoms_after=red.n_atoms_after,
                              moment_residual=red.moment_residual, baseline_n=baseline_n, baseline_seconds=t_old,
                              new_seconds_at_baseline=t_new, ratio=t_old / t_new)
+
+# ------------------------------------------------------------------------------------------ E-optimal
+
+
+def cheb_problem(m: int, n: int):
+    """Chebyshev regression of degree ``m - 1`` on ``n`` equally spaced points of [-1, 1].
+
+    Parameters
+    ----------
+    m : int
+        Number of parameters (``m >= 2``); ``cheb_problem(20, n)`` is :func:`problem` ``('cheb19', n)``.
+    n : int
+        Grid size (``n >= 2``).
+
+    Returns
+    -------
+    grid : ndarray, shape (n,)
+    A : ndarray, shape (n, m, m)
+        :math:`A_i = f(x_i) f(x_i)^\\top`, ``f`` the Chebyshev basis :math:`(T_0, \\dots, T_{m-1})`.
+    """
+    x = np.linspace(-1.0, 1.0, int(n))
+    F = np.polynomial.chebyshev.chebvander(x, int(m) - 1)
+    return x, F[:, :, None] * F[:, None, :]
+
+
+def _cvxpy_e(A):
+    r"""E-optimal weights by CVXPY + Clarabel: :math:`\max_{p \in \Delta} \lambda_{\min}(\sum_i p_i A_i)` (an SDP)."""
+    import cvxpy as cp
+
+    n, m, _ = A.shape
+    p = cp.Variable(n, nonneg=True)
+    M = cp.reshape(A.reshape(n, m * m).T @ p, (m, m), order="C")
+    prob = cp.Problem(cp.Maximize(cp.lambda_min((M + M.T) / 2)), [cp.sum(p) == 1])
+    prob.solve(solver=cp.CLARABEL)
+    w = np.maximum(np.asarray(p.value, dtype=float), 0.0)
+    return w / w.sum(), prob.status
+
+
+@dataclass(frozen=True)
+class EBenchRow:
+    """One E-optimal benchmark run on :func:`cheb_problem` (and the CVXPY baseline where it ran).
+
+    Attributes
+    ----------
+    m, n : int
+        Parameters and grid size.
+    seconds : float
+        Wall time of ``solve(A, 'E')``.
+    status : int
+        Its status (0: certified at its tol).
+    certificate : Certificate
+        Recomputed from the allocation alone (:func:`noisealloc.solvers.certify`).
+    lam_min : float
+        :math:`\\lambda_{\\min}(M(p))` of our allocation.
+    cvxpy : dict or None
+        ``seconds``, ``status``, ``certificate``, ``lam_min``, ``n_atoms`` (weights > 1e-9 max) and
+        ``ratio`` (CVXPY time / ours) where the baseline ran.
+    """
+
+    m: int
+    n: int
+    seconds: float
+    status: int
+    certificate: object
+    lam_min: float
+    cvxpy: dict | None = None
+
+
+def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: bool = True):
+    """E-optimal rows: ``solve(A, 'E')`` on Chebyshev problems, certified, against CVXPY + Clarabel.
+
+    Parameters
+    ----------
+    sizes : sequence of (int, int)
+        ``(m, n)`` pairs (parameters, grid size), each >= 2.
+    cvxpy_sizes : sequence of int
+        Grid sizes ``n`` at which the CVXPY baseline runs.
+    use_cvxpy : bool
+        Run the baseline when cvxpy and clarabel are installed.
+
+    Returns
+    -------
+    rows : list of EBenchRow
+    cvxpy_available : bool
+    """
+    import warnings
+
+    from noisealloc.solvers import certify, solve
+
+    pairs = [(int(m), int(n)) for m, n in sizes]
+    if not pairs or min(min(mn) for mn in pairs) < 2:
+        raise ValueError(f"E sizes must be (m, n) pairs of integers >= 2; got {sizes!r}")
+    have_cvxpy = False
+    if use_cvxpy:
+        try:
+            import clarabel  # noqa: F401
+            import cvxpy  # noqa: F401
+
+            have_cvxpy = True
+        except ImportError:
+            have_cvxpy = False
+    rows = []
+    for m, n in pairs:
+        _x, A = cheb_problem(m, n)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            # a stalled certificate is the figure this row reports (status and gap), not an error
+            warnings.simplefilter("ignore")
+            res = solve(A, "E")
+        t_ours = time.perf_counter() - t0
+        cert = certify(A, res.weights, "E")
+        cv = None
+        if have_cvxpy and n in cvxpy_sizes:
+            t0 = time.perf_counter()
+            w, status = _cvxpy_e(A)
+            t_cv = time.perf_counter() - t0
+            c_cv = certify(A, w, "E")
+            cv = {"seconds": t_cv, "status": status, "certificate": c_cv, "lam_min": -c_cv.value,
+                  "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
+        rows.append(EBenchRow(m=m, n=n, seconds=t_ours, status=int(res.status), certificate=cert,
+                              lam_min=-cert.value, cvxpy=cv))
+    return rows, have_cvxpy

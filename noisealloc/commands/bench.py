@@ -127,6 +127,7 @@ def _solver_arguments(parser) -> None:
     parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
     parser.add_argument("--kernels", action="store_true",
                         help="instead: time each compiled solver kernel against its numpy reference, and reduce_support")
+    _e_arguments(parser)
 
 
 def _sizes(text, option: str) -> list:
@@ -147,6 +148,7 @@ def _solver_run(args) -> int:
         return _solver_kernels_run(args)
     sizes = _sizes(args.sizes, "--sizes")
     cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
+    e_sizes = _e_options(args)  # parsed before anything runs: a bad value answers at once
     problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
     r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
     if not args.no_cvxpy and not r.cvxpy_available:
@@ -168,6 +170,7 @@ def _solver_run(args) -> int:
             )
     for name, (n0, n1, growth) in r.scaling.items():
         print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
+    _e_run(args, *e_sizes)
     _print_reduction()
     return 0
 
@@ -207,6 +210,55 @@ def _solver_kernels_run(args) -> int:
                   f"A-optimal solve of cheb19 n=2000 {r.solve_seconds:.3f} s")
     _print_reduction()
     return 0
+
+
+def _e_arguments(parser) -> None:
+    parser.add_argument("--e-sizes", default="20:500,20:2000",
+                        help="E-optimal rows: comma-separated m:n pairs (Chebyshev degree m-1 on n points; "
+                             "default 20:500,20:2000; 'none' skips them)")
+    parser.add_argument("--e-cvxpy-sizes", default="500", help="grid sizes n at which CVXPY runs the E rows (default 500)")
+
+
+def _e_pairs(text, option: str) -> list:
+    """Comma-separated ``m:n`` pairs, each an integer >= 2 (one-line error naming ``option``)."""
+    try:
+        pairs = [tuple(int(v) for v in item.split(":")) for item in str(text).split(",") if item.strip()]
+    except ValueError:
+        pairs = []
+    if not pairs or any(len(pr) != 2 or min(pr) < 2 for pr in pairs):
+        raise ValueError(f"{option} must be comma-separated m:n pairs of integers >= 2; got {text!r}")
+    return pairs
+
+
+def _e_options(args):
+    """``(pairs, cvxpy_sizes)`` of the E rows (``pairs`` empty for ``--e-sizes none``)."""
+    cv_sizes = _sizes(getattr(args, "e_cvxpy_sizes", "500"), "--e-cvxpy-sizes")
+    text = getattr(args, "e_sizes", "20:500,20:2000")
+    if str(text).strip().lower() == "none":
+        return [], cv_sizes
+    return _e_pairs(text, "--e-sizes"), cv_sizes
+
+
+def _e_run(args, pairs, cv_sizes) -> None:
+    """The E-optimal rows of ``bench solver``: our solve against CVXPY + Clarabel (lambda_min SDP)."""
+    from noisealloc.verify.bench_solver import measure_e
+
+    if not pairs:
+        return
+    rows, _have_cvxpy = measure_e(pairs, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)  # missing: said above
+    print("E-optimal design (max lambda_min), Chebyshev degree m-1 on n points; ours = multiplicative + "
+          "interior point (+ polish), certified by noisealloc.solvers.certify (spectraplex dual)")
+    for row in rows:
+        cert = row.certificate
+        print(f"{'cheb-E':10s} n={row.n:6d} m={row.m:2d}  ours (E): {row.seconds:8.3f} s  certified rel gap "
+              f"{cert.rel_gap:.2e}  status {row.status}  equivalence {'ok' if cert.equivalence_ok else 'FAILED'}  "
+              f"lambda_min {row.lam_min:.15g}  atoms {cert.n_atoms}")
+        if row.cvxpy is not None:
+            cv = row.cvxpy
+            print(f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SDP, status {cv['status']}): {cv['seconds']:8.3f} s  "
+                  f"certified rel gap {cv['certificate'].rel_gap:.2e}  lambda_min {cv['lam_min']:.15g} "
+                  f"(ours - CVXPY = {row.lam_min - cv['lam_min']:+.2e})  atoms {cv['n_atoms']} (weights > 1e-9 max)  "
+                  f"time ratio CVXPY/ours = {cv['ratio']:.2g}x")
 
 
 _BRANCHES = {"posterior": (_posterior_arguments, _posterior_run), "solver": (_solver_arguments, _solver_run)}
