@@ -910,19 +910,26 @@ def _pair_kernel(z, inv_s, mu, log_pi, a, b):
     return d2[a, b] * wb, h_part
 
 
-def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi):
-    """(2, N) scaled pair integrands (:mod:`noisealloc.theory._dirac_kernels`; numpy path without numba)."""
+def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, ray=None):
+    """(2, N) scaled pair integrands (:mod:`noisealloc.theory._dirac_kernels`; numpy path without numba).
+
+    ``u`` (N,) per point; ``t``, ``tstar``, ``inv_s``, ``pair`` per ray, point ``i`` on ray ``ray[i]``
+    (default: one ray per point, all five arrays of length N).
+    """
     from noisealloc.theory._numba import HAVE_NUMBA
 
+    if ray is None:
+        ray = np.arange(np.size(u))
     if HAVE_NUMBA:
         from noisealloc.theory._dirac_kernels import pair_integrand
 
-        out = np.empty((2, t.size))
+        out = np.empty((2, np.size(u)))
         pair_integrand(np.ascontiguousarray(t, dtype=np.float64), np.ascontiguousarray(u, dtype=np.float64),
                        np.ascontiguousarray(tstar, dtype=np.float64), np.ascontiguousarray(inv_s, dtype=np.float64),
-                       np.ascontiguousarray(pair, dtype=np.int64), pa.astype(np.int64), pb.astype(np.int64),
-                       e1, e2, mu, log_pi, out)
+                       np.ascontiguousarray(pair, dtype=np.int64), np.ascontiguousarray(ray, dtype=np.int64),
+                       pa.astype(np.int64), pb.astype(np.int64), e1, e2, mu, log_pi, out)
         return out
+    t, tstar, inv_s, pair = t[ray], tstar[ray], inv_s[ray], pair[ray]
     z = t[:, None] * e1[pair] + u[:, None] * e2[pair]
     f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pair], pb[pair])
     g = np.exp(-0.5 * (t - tstar) * (t + tstar) - 0.5 * u * u)
@@ -1040,9 +1047,11 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
             jp = np.broadcast_to(np.arange(tt.size)[:, None], ja.shape)[gd]
             ja, jb = ja[gd], jb[gd]
 
-            def f(u, r, tt=tt, qq=qq):
-                return _pair_integrand(tt[r], u, tstar[qq[r]], 1.0 / sigma[pl[qq[r]]], pp[qq[r]], pa, pb, e1, e2,
-                                       mu, log_pi)
+            # per-ray values, read by the kernel through the ray index (no per-point gathers)
+            ray_tstar, ray_inv_s, ray_pair = tstar[qq], 1.0 / sg, pp[qq]
+
+            def f(u, r, tt=tt, ray_tstar=ray_tstar, ray_inv_s=ray_inv_s, ray_pair=ray_pair):
+                return _pair_integrand(tt, u, ray_tstar, ray_inv_s, ray_pair, pa, pb, e1, e2, mu, log_pi, ray=r)
 
             res = adaptive_gauss_kronrod(f, ja, jb, jp, tt.size, n_out=2, rtol=_INNER_RTOL, atol=_PAIR_ATOL, warn=False,
                                          max_rounds=30, max_intervals=200 * tt.size)
