@@ -28,7 +28,9 @@ def test_quadrature_dirac_budget(tmp_path):
     # deterministic model: adaptive quadrature on [lam_min, lam_max] against H(lam_min) - H(lam_max)
     assert b["holds"] is True and b["z"] is None and b["stderr"] == 0.0
     assert b["target"] == pytest.approx(doc["conditional_entropy"][0] - doc["conditional_entropy"][-1], abs=1e-12)
-    assert b["abs_error"] <= BUDGET_ATOL_QUAD and b["discretisation_error_estimate"] < 1e-9
+    # the integration error estimate (BUDGET_RTOL of the budget) stays far below the rule's atol, so the
+    # verdict still tests the identity to ~BUDGET_ATOL_QUAD
+    assert b["abs_error"] <= BUDGET_ATOL_QUAD and b["discretisation_error_estimate"] < 1e-1 * BUDGET_ATOL_QUAD
     # what lies outside the interval is tiny here, so the budget is H(pi) to the left tail's size
     assert abs(b["value"] - b["H_pi"]) <= b["left_tail_bound"] + BUDGET_ATOL_QUAD
     assert doc["conditional_entropy"][0] == pytest.approx(np.log(3), abs=1e-6)

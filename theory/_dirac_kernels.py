@@ -10,6 +10,10 @@ with the same arithmetic as the numpy path (:func:`noisealloc.theory.dirac._pair
 relative to ``a``, then to the dominant atom, :math:`1 - w_{dom}` as the sum of the other weights.
 It is compiled through :func:`noisealloc.theory._numba.jit` (``fastmath=False``); the caller uses
 the numpy path when numba is disabled.
+
+Point ``i`` lies on the ray ``q = ray[i]`` of the inner (``u``) integrals: ``t``, ``tstar``, ``inv_s``
+and ``pair`` are per ray and ``u``, ``ray`` per point, so the kernel reads the ray's values itself
+instead of the caller gathering four arrays of the points' length on every call.
 """
 
 from __future__ import annotations
@@ -22,20 +26,26 @@ from noisealloc.theory._numba import jit
 
 __all__ = ["pair_integrand"]
 
+# Below this argument math.exp returns exactly 0.0 (the smallest subnormal is e^-744.4; round-to-nearest
+# gives 0 below -745.13), so the call can be skipped without changing a bit of the result.
+_EXP_UNDERFLOW = -746.0
+
 
 @jit
-def pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, out):  # pragma: no cover - compiled
-    n = t.shape[0]
+def pair_integrand(t, u, tstar, inv_s, pair, ray, pa, pb, e1, e2, mu, log_pi, out):  # pragma: no cover - compiled
+    n = u.shape[0]
     k = mu.shape[0]
     delta = np.empty(k)
     ex = np.empty(k)
     for i in range(n):
-        p = pair[i]
+        ri = ray[i]
+        ti = t[ri]
+        p = pair[ri]
         a = pa[p]
         b = pb[p]
-        zx = t[i] * e1[p, 0] + u[i] * e2[p, 0]
-        zy = t[i] * e1[p, 1] + u[i] * e2[p, 1]
-        s1 = inv_s[i]
+        zx = ti * e1[p, 0] + u[i] * e2[p, 0]
+        zy = ti * e1[p, 1] + u[i] * e2[p, 1]
+        s1 = inv_s[ri]
         best = -np.inf
         dom = 0
         for j in range(k):
@@ -48,10 +58,11 @@ def pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, out):  
                 dom = j
         rest = 0.0
         for j in range(k):
-            if j == dom:
-                ex[j] = 0.0
+            dj = delta[j] - best
+            if j == dom or dj < _EXP_UNDERFLOW:
+                ex[j] = 0.0  # exp(dj) is exactly 0.0 in float64 below -745.2: skip the call, same value
             else:
-                ex[j] = math.exp(delta[j] - best)
+                ex[j] = math.exp(dj)
                 rest += ex[j]
         l1p = math.log1p(rest)
         inv = 1.0 / (1.0 + rest)
@@ -74,7 +85,7 @@ def pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, out):  
         q *= 0.5
         if ent < 0.0:
             ent = 0.0
-        g = math.exp(-0.5 * (t[i] - tstar[i]) * (t[i] + tstar[i]) - 0.5 * u[i] * u[i])
+        g = math.exp(-0.5 * (ti - tstar[ri]) * (ti + tstar[ri]) - 0.5 * u[i] * u[i])
         dx = mu[b, 0] - mu[a, 0]
         dy = mu[b, 1] - mu[a, 1]
         # same order of operations as the numpy path (products of tiny factors underflow alike)

@@ -44,6 +44,13 @@ from noisealloc.theory.information import (
     rate_jacobian,
 )
 from noisealloc.theory.protocol import check_data_model, monte_carlo_options
+from noisealloc.theory.tolerances import BUDGET_RTOL
+
+#: Initial equal panels of the adaptive budget quadrature of deterministic models: h is smooth in lam on
+#: the scale of a unit, so G10/K21 on a few wide panels plus bisection where the error test asks places
+#: the levels (on [-16, 8], 5 atoms in the plane, at BUDGET_RTOL: 4 panels -> 168 levels, as many as 8;
+#: 16 panels -> 336 levels, all of the first round).
+BUDGET_PANELS = 4
 
 __all__ = ["InformationProfile", "information_profile"]
 
@@ -140,7 +147,7 @@ def _grid(lam) -> np.ndarray:
 
 
 def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = True, i_mmse_levels=None,
-                        quadrature_interval=None, budget_rtol: float = 1e-9,
+                        quadrature_interval=None, budget_rtol: float = BUDGET_RTOL,
                         engine_options=None) -> InformationProfile:
     r"""MMSE, entropy rate, :math:`H` or :math:`I`, the budget and the I-MMSE checks of ``model`` on ``lam``.
 
@@ -162,7 +169,9 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
         Interval of the adaptive budget quadrature of deterministic models (default: the grid's
         ends).  Monte-Carlo models are integrated on the grid, where their per-sample values are.
     budget_rtol : float
-        Relative target of that adaptive quadrature.
+        Relative target of that adaptive quadrature (default
+        :data:`~noisealloc.theory.tolerances.BUDGET_RTOL`; its error estimate enters the budget rule's
+        tolerance), started from :data:`BUDGET_PANELS` equal panels.
     engine_options : dict, optional
         Options of a Monte-Carlo model's ``information_samples`` (for a Dirac mixture:
         ``block_size``, ``float32_distances``, ``progress``, ``stratify``).  An error for a
@@ -218,7 +227,7 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
         else:
             lo, hi = (lam[0], lam[-1]) if quadrature_interval is None else quadrature_interval
             lo, hi = check_interval(lo, hi, "quadrature_interval")
-            chk = budget_check(model, lo, hi, rtol=budget_rtol)
+            chk = budget_check(model, lo, hi, rtol=budget_rtol, n_panels=BUDGET_PANELS)
     immse = None
     if i_mmse_levels is not None and not model.monte_carlo:
         immse = i_mmse_check(model, np.asarray(i_mmse_levels, dtype=np.float64))

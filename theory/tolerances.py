@@ -49,6 +49,13 @@ QUAD_RTOL = 1e-9
 #: (noisealloc.theory.information.budget_check) also allows the integration error estimate and
 #: MC_NSIGMA standard errors of a Monte-Carlo budget on top of this.
 BUDGET_ATOL_QUAD = 1e-6
+#: Relative target of the adaptive quadrature of h in the budget check of deterministic models
+#: (noisealloc.theory.profile.information_profile, the command `noisealloc entropy`).  Its conservative
+#: |K21 - G10| estimate is added to the rule's tolerance, so the target only has to keep that estimate
+#: small against BUDGET_ATOL_QUAD: 1e-8 of a budget H(pi) <= log K nats is <= 4e-8 for the <= 64 atoms
+#: of the quadrature (>= 20x below).  1e-9 cost 1.5x the levels (252 vs 168 on [-16, 8], 5 atoms in the
+#: plane), each a full quadrature of mmse.
+BUDGET_RTOL = 1e-8
 #: The I-MMSE finite-difference check compares relative errors only where the entropy rate exceeds
 #: this (THEORY.md section 3.1: "test relative accuracy wherever h exceeds 1e-8"); below it the
 #: centred difference of H divides the quadrature rounding of H by a vanishing rate.
