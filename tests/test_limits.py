@@ -209,3 +209,46 @@ def test_huge_atoms_are_refused_and_large_ones_follow_the_scale_shift():
         mmse, cond_h = mpmath_refs.dirac_1d([-1.0, 0.5, 2.0], [0.2, 0.5, 0.3], float(l + 2 * math.log(c)))
         assert got.mmse.value[i] == pytest.approx(float(mmse) * c * c, rel=1e-8)
         assert got.conditional_entropy.value[i] == pytest.approx(float(cond_h), rel=1e-8)
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(k=st.integers(2, 60), d=st.integers(1, 40), seed=st.integers(0, 2**16))
+def test_projection_distance_bound_is_a_valid_lower_bound(k, d, seed):
+    """The cheap bound used for large K (projections on seeded unit vectors) never exceeds the true
+    minimum distance, here computed pair by pair in plain numpy."""
+    import noisealloc.theory._limits as L
+
+    pts = np.random.default_rng(seed).normal(size=(k, d)) * 10.0 ** np.random.default_rng(seed + 1).uniform(-3, 3)
+    diff = pts[:, None, :] - pts[None, :, :]
+    dist = np.sqrt(np.einsum("ijd,ijd->ij", diff, diff))
+    dist[np.diag_indices(k)] = np.inf
+    exact = float(dist.min())
+    saved, L._EXACT_PAIR_WORK = L._EXACT_PAIR_WORK, 0.0  # force the projection path
+    try:
+        cheap = L.min_distance_lower_bound(pts)
+        assert 0.0 <= cheap <= exact * (1 + 1e-12)
+        pts[-1] = pts[0]
+        assert L.min_distance_lower_bound(pts) == 0.0  # coincident points: no positive bound
+    finally:
+        L._EXACT_PAIR_WORK = saved
+
+
+@settings(max_examples=examples(20), deadline=None)
+@given(k=st.integers(1, 40), d=st.integers(1, 30), seed=st.integers(0, 2**16))
+def test_merging_by_row_hash_equals_the_row_sort(k, d, seed):
+    """Duplicates found by 64-bit row hashes (with full comparison of equal hashes) are exactly those of
+    numpy's row sort, first occurrences and merged weights included."""
+    from noisealloc.theory.dirac import merge_duplicate_atoms
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(-2, 3, size=(max(1, k // 2), d)).astype(float)  # few distinct rows: many repeats
+    atoms = base[rng.integers(0, base.shape[0], size=k)]
+    atoms[atoms == 0.0] = rng.choice([0.0, -0.0], size=int(np.sum(atoms == 0.0)))
+    w = rng.dirichlet(np.ones(k))
+    a, merged, n = merge_duplicate_atoms(atoms, w)
+    _, first, inverse = np.unique(atoms + 0.0, axis=0, return_index=True, return_inverse=True)
+    order = np.sort(first)
+    np.testing.assert_array_equal(a, atoms[order] if order.size < k else atoms)
+    assert n == k - first.size
+    ref = np.array([w[np.ravel(inverse) == np.ravel(inverse)[i]].sum() for i in order])
+    np.testing.assert_allclose(merged, ref if order.size < k else w, rtol=1e-15, atol=0)

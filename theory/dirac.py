@@ -226,9 +226,19 @@ def merge_duplicate_atoms(atoms, weights):
     k = atoms.shape[0]
     if k < 2:
         return atoms, weights, 0
-    _, first, inverse = np.unique(atoms + 0.0, axis=0, return_index=True, return_inverse=True)
+    key = np.ascontiguousarray(atoms + 0.0)  # -0.0 -> 0.0: equal points, equal bytes
+    # Equal rows have equal 64-bit row hashes, so distinct hashes prove distinct rows; rows that share a
+    # hash are compared in full (np.unique over rows sorts K rows of D floats: 1 s on MNIST, against
+    # ~20 ms here).
+    mult = np.random.default_rng(0x5EED).integers(1, 2**62, size=key.shape[1], dtype=np.uint64) | np.uint64(1)
+    row_hash = (key.view(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(row_hash, return_index=True, return_inverse=True)
     if first.size == k:
         return atoms, weights, 0
+    if not np.array_equal(key, key[first[np.ravel(inverse)]]):  # a hash collision: the exact row sort
+        _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        if first.size == k:
+            return atoms, weights, 0
     order = np.argsort(first, kind="stable")
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
