@@ -154,6 +154,16 @@ class SolverBenchResult:
     cvxpy_available: bool = False
 
 
+def _cvxpy_available() -> bool:
+    """Whether the CVXPY + Clarabel baseline can run (both optional packages import)."""
+    try:
+        import clarabel  # noqa: F401
+        import cvxpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000), *, cvxpy_sizes=(500, 2000),
             use_cvxpy: bool = True) -> SolverBenchResult:
     """Run the benchmark: our A-optimal solver (and CVXPY + Clarabel on ``cheb19``), certified alike.
@@ -178,15 +188,7 @@ def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000)
     sizes = [int(s) for s in sizes]
     if not sizes or min(sizes) < 2:
         raise ValueError(f"sizes must be integers >= 2; got {sizes!r}")
-    have_cvxpy = False
-    if use_cvxpy:
-        try:
-            import clarabel  # noqa: F401
-            import cvxpy  # noqa: F401
-
-            have_cvxpy = True
-        except ImportError:
-            have_cvxpy = False
+    have_cvxpy = use_cvxpy and _cvxpy_available()
     rows, times = [], {}
     for name in problems:
         for n in sizes:
@@ -548,15 +550,7 @@ def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: b
     pairs = [(int(m), int(n)) for m, n in sizes]
     if not pairs or min(min(mn) for mn in pairs) < 2:
         raise ValueError(f"E sizes must be (m, n) pairs of integers >= 2; got {sizes!r}")
-    have_cvxpy = False
-    if use_cvxpy:
-        try:
-            import clarabel  # noqa: F401
-            import cvxpy  # noqa: F401
-
-            have_cvxpy = True
-        except ImportError:
-            have_cvxpy = False
+    have_cvxpy = use_cvxpy and _cvxpy_available()
     rows = []
     for m, n in pairs:
         _x, A = cheb_problem(m, n)
