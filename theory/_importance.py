@@ -49,18 +49,14 @@ PAIR_FLOOR = 0.1
 _REFINE = 64 * np.finfo(np.float64).eps
 
 
-def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, return_d2: bool = False):
-    """Unordered pairs (P, 2), each atom with its ``n_neighbours`` nearest (blocked GEMM distances).
-
-    With ``return_d2`` also the pairs' squared distances in the GEMM form of the search (rounding
-    ~1e-16 of the norms: the proposal's pair weights need no more, and any weights keep the estimates
-    unbiased).
-    """
+def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS):
+    """Unordered pairs (P, 2), each atom with its ``n_neighbours`` nearest (blocked GEMM distances), and
+    their squared distances (P,) in the GEMM form of the search (rounding ~1e-16 of the norms: the
+    proposal's pair weights need no more, and any weights keep the estimates unbiased)."""
     k = mu.shape[0]
     nn = min(n_neighbours, k - 1)
     if nn < 1:
-        empty = np.zeros((0, 2), dtype=np.int64)
-        return (empty, np.zeros(0)) if return_d2 else empty
+        return np.zeros((0, 2), dtype=np.int64), np.zeros(0)
     sq = np.einsum("kd,kd->k", mu, mu)
     rows = max(1, MAX_BLOCK_ENTRIES // k)
     out, dist = [], []
@@ -72,7 +68,7 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, return_
         out.append(np.stack([np.repeat(idx, nn), part.ravel()], axis=1))
         dist.append(np.maximum(np.take_along_axis(d2, part, axis=1).ravel(), 0.0))
     pairs, first = np.unique(np.sort(np.concatenate(out), axis=1), axis=0, return_index=True)
-    return (pairs, np.concatenate(dist)[first]) if return_d2 else pairs
+    return pairs, np.concatenate(dist)[first]
 
 
 def pair_weights(mu, w, pairs, lam, floor: float = PAIR_FLOOR, *, d2=None) -> np.ndarray:
@@ -123,7 +119,7 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     """Per-sample weighted (entropy, mmse) arrays (L, n) and the proposal's description (module docstring)."""
     K, D = mu.shape
     mu = mu - w @ mu  # centred: smaller norms, smaller GEMM rounding
-    pairs, pair_d2 = neighbour_pairs(mu, n_neighbours, return_d2=True)
+    pairs, pair_d2 = neighbour_pairs(mu, n_neighbours)
     P = pairs.shape[0]
     n = int(n_samples)
     log_w = np.log(w)

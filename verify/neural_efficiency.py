@@ -99,9 +99,6 @@ class NeuralData:
     h_source : str
         Which entropy rate the entropic schedules use (``"exact (law)"``, ``"empirical (training split)"``
         or :data:`POPULATION_SOURCE`).
-    population : bool
-        The entropic schedules come from the population h of the training split (its manifold-smoothed
-        law, :func:`~noisealloc.theory.population.population_schedule`) instead of ``h_model``.
     """
 
     name: str
@@ -112,7 +109,12 @@ class NeuralData:
     sigma_data: float
     discrete: bool
     h_source: str
-    population: bool = False
+
+    @property
+    def population(self) -> bool:
+        """The entropic schedules come from the population h of the training split (its manifold-smoothed
+        law, :func:`~noisealloc.theory.population.population_schedule`) instead of ``h_model``."""
+        return self.h_source == POPULATION_SOURCE
 
     @property
     def dim(self) -> int:
@@ -202,7 +204,7 @@ def _prepare_data(name: str, mnist) -> NeuralData:
         return NeuralData(name, train, test, emp, None, data_scale(emp), True, "empirical (training split)")
     # Grey-level images are samples of a continuous law: the empirical h of the split describes
     # memorisation (it collapses at high SNR); the schedules take the population h (THEORY.md §2, §6.6).
-    return NeuralData(name, train, test, emp, None, data_scale(emp), False, POPULATION_SOURCE, population=True)
+    return NeuralData(name, train, test, emp, None, data_scale(emp), False, POPULATION_SOURCE)
 
 
 def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float, *, h_levels: int = 65,

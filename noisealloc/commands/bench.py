@@ -99,13 +99,13 @@ def _posterior_memory(args) -> None:
     import tempfile
     from pathlib import Path
 
-    from noisealloc.theory.datasets import _mnist_dir
     from noisealloc.verify.bench_posterior import peak_memory
 
-    mnist = _mnist_dir(args.mnist)
+    # The children resolve MNIST as the bench did: the path given, else $NOISEALLOC_MNIST_DIR (inherited).
+    spec = f"mnist:{args.mnist}" if args.mnist else "mnist"
     exe = [sys.executable, "-m", "noisealloc"]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [("noisealloc entropy --data mnist:PATH", exe + ["entropy", "--data", f"mnist:{mnist}", "--out",
+        runs = [("noisealloc entropy --data mnist:PATH", exe + ["entropy", "--data", spec, "--out",
                                                                 str(Path(tmp) / "entropy.json")]),
                 ("noisealloc reproduce --quick", exe + ["reproduce", "--quick", "--out", str(Path(tmp) / "quick")])]
         for label, argv in runs:

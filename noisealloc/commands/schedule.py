@@ -83,7 +83,7 @@ def _profile_from_data(args):
 
     from noisealloc.theory.data_scale import data_scale
     from noisealloc.theory.datasets import load_data
-    from noisealloc.theory.entropic import schedule_from_model, schedule_from_rate
+    from noisealloc.theory.entropic import schedule_from_model
     from noisealloc.theory.errors import check_interval
 
     lo = -12.0 if args.lam_min is None else args.lam_min
@@ -112,9 +112,10 @@ def _profile_from_data(args):
         print(f"law: smoothed ({why}): {model.atoms.shape[0]} components, intrinsic dimension "
               f"{d_hat.value:.3g} (Levina-Bickel, k = {d_hat.k}) -> rank {pop.rank}; h at {n_lev} levels x "
               f"{n_samples} samples, interpolated to {args.levels}", file=sys.stderr, flush=True)
-        res = population_schedule(model.atoms, lam, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
-                                  n_levels=SMOOTHED_LEVELS, n_samples=n_samples, rng=args.seed, law=pop).result
-        extra = {"plateau": pop.rank / 2.0, "intrinsic_dimension": d_hat.value, "rank": pop.rank}
+        ps = population_schedule(model.atoms, lam, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
+                                 n_levels=SMOOTHED_LEVELS, n_samples=n_samples, rng=args.seed, law=pop)
+        res = ps.result
+        extra = {"plateau": ps.plateau, "intrinsic_dimension": d_hat.value, "rank": pop.rank}
     else:
         print(f"law: {law} ({why})", file=sys.stderr, flush=True)
         n_samples = 4096 if args.samples is None else args.samples
