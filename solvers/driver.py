@@ -38,6 +38,7 @@ from noisealloc.solvers.problem import (
 from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
 from noisealloc.theory.errors import ConvergenceWarning, as_generator, check_choice
 from noisealloc.solvers.sandwich_global import (
+    branch_and_bound,
     dirichlet_starts,
     exhaustive_one_parameter,
     proportional_factor,
@@ -46,6 +47,9 @@ from noisealloc.solvers.sandwich_global import (
 from noisealloc.theory.tolerances import (
     FW_GAP_RTOL,
     KKT_RTOL,
+    SANDWICH_BNB_MAX_BOXES,
+    SANDWICH_BNB_MAX_LEVELS,
+    SANDWICH_GLOBAL_RTOL,
     SANDWICH_RANDOM_STARTS,
     SANDWICH_REFINE_RTOL,
     SANDWICH_SUPPORT_STARTS,
@@ -85,6 +89,7 @@ def solve(
     rng=None,
     starts=None,
     n_random_starts: int | None = None,
+    global_search: bool | None = None,
 ) -> SolveResult:
     r"""Optimal allocation on a candidate grid, with a certificate.
 
@@ -134,6 +139,13 @@ def solve(
         Sandwich only: random Dirichlet starts of the multi-start (default
         ``SANDWICH_RANDOM_STARTS`` = 4; 0 keeps the uniform (or ``p0``) start, the surrogate's
         optimum and ``starts``).  Not used where a global proof exists (below).
+    global_search : bool, optional
+        Sandwich only: after the multi-start, try to prove the best KKT point global by
+        :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective relaxation over
+        :math:`A_p^{-1}`), to relative accuracy ``SANDWICH_GLOBAL_RTOL`` within
+        ``SANDWICH_BNB_MAX_BOXES`` boxes.  Default (None): when ``m = 2`` and
+        ``n <= SANDWICH_BNB_MAX_LEVELS`` (each box is an LP of size proportional to
+        :math:`3^{m(m+1)/2} n`); True: for any ``m``; False: never.
 
     Returns
     -------
@@ -143,7 +155,7 @@ def solve(
         Theorem 1's bound at tied optima: :func:`~noisealloc.solvers.reduce_support`).
         ``optimality`` is ``'global'`` for convex criteria and for sandwiches with a global proof
         (``G = sA``, where V is convex; one parameter, where single levels and pairs are searched
-        exhaustively in closed form), else ``'local (KKT)'`` after a multi-start from the uniform
+        exhaustively in closed form; a branch and bound that closed, see ``global_search``), else ``'local (KKT)'`` after a multi-start from the uniform
         (or ``p0``) allocation, the convex surrogate's optimum, ``starts``, ``n_random_starts``
         Dirichlet draws and the ``SANDWICH_SUPPORT_STARTS`` best supports of ``m`` levels
         (:func:`~noisealloc.solvers.sandwich_global.support_starts`), the lowest value kept (at equal
@@ -186,10 +198,11 @@ def solve(
     prob = as_problem(problem, criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
     with single_blas_thread():
         return _solve(prob, method=method, polish=polish, tol=tol, max_iter=max_iter, p0=p0, rng=rng,
-                      starts=starts, n_random_starts=n_random_starts)
+                      starts=starts, n_random_starts=n_random_starts, global_search=global_search)
 
 
-def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None, n_random_starts=None) -> SolveResult:
+def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None, n_random_starts=None,
+           global_search=None) -> SolveResult:
     check_choice(method, "method", METHODS)
     if method == "auto":
         method = "multiplicative" if prob.convex else "frank-wolfe"
@@ -232,9 +245,10 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     n_starts, start_values, ms_state = 1, None, None
     if prob.criterion == "sandwich":
         p, status, cert, optimality, proof, n_starts, start_values, ms_state = _sandwich_global(
-            prob, p, status, cert, run_from=run_from, starts=starts, n_random_starts=n_random_starts, rng=rng)
-    elif starts is not None or n_random_starts is not None:
-        raise ValueError(f"starts and n_random_starts are for the non-convex sandwich only; criterion "
+            prob, p, status, cert, run_from=run_from, starts=starts, n_random_starts=n_random_starts, rng=rng,
+            global_search=global_search)
+    elif starts is not None or n_random_starts is not None or global_search is not None:
+        raise ValueError(f"starts, n_random_starts and global_search are for the non-convex sandwich only; criterion "
                          f"{prob.criterion!r} is convex (one start finds the global optimum)")
     if status != 0 and not (prob.criterion == "sandwich" and prob.m == 1 and optimality == "global"):
         # Neither global nor a KKT point unless the certificate holds (for m = 1 the value itself is
@@ -339,7 +353,7 @@ def _better(a, b, value_scale: float) -> bool:
     return a[2].value <= b[2].value + margin and a[1] == 0 and b[1] != 0
 
 
-def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_random_starts, rng):
+def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_random_starts, rng, global_search=None):
     r"""Global proof where one is affordable, else a multi-start keeping the best KKT point.
 
     Returns ``(p, status, cert, optimality, proof, n_starts, start_values, seed_state)``
@@ -418,7 +432,42 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
     proof = (f"best of {values.size} starts (uniform or p0, surrogate optimum, {n_given} given, "
              f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
              f"{n_best} at the best")
-    return best[0], best[1], best[2], "local (KKT)", proof, int(values.size), values, seed_state
+    if global_search is not None and not isinstance(global_search, (bool, np.bool_)):
+        raise ValueError(f"global_search must be True, False or None; got {global_search!r}")
+    if global_search is None:
+        global_search = prob.m == 2 and prob.n <= SANDWICH_BNB_MAX_LEVELS
+        if prob.m == 2 and not global_search:
+            proof += f"; no branch and bound (n = {prob.n} levels > SANDWICH_BNB_MAX_LEVELS = {SANDWICH_BNB_MAX_LEVELS})"
+    optimality = "local (KKT)"
+    if global_search and best[1] == 0:
+        best, optimality, note = _branch_and_bound_proof(prob, best, run_from)
+        proof = (note if optimality == "global" else proof + "; " + note)
+    return best[0], best[1], best[2], optimality, proof, int(values.size), values, seed_state
+
+
+def _branch_and_bound_proof(prob: Problem, best, run_from):
+    """Branch and bound from the multi-start's best certified KKT point ``best = (p, status, cert)``.
+
+    A point the search finds lower is polished and replaces ``best`` when certified; the label is
+    ``'global'`` when the proved lower bound is within ``SANDWICH_GLOBAL_RTOL`` of the returned value.
+    """
+    bb = branch_and_bound(prob, best[2].value, rtol=SANDWICH_GLOBAL_RTOL)
+    if bb.weights is not None and bb.upper < best[2].value * (1.0 - SANDWICH_SAME_VALUE_RTOL):
+        try:
+            run = run_from(bb.weights)
+        except SingularMomentError:
+            run = None
+        if run is not None and run[1] == 0 and run[2].value < best[2].value:
+            best = run
+    v = best[2].value
+    if bb.note:
+        return best, "local (KKT)", f"no branch and bound: {bb.note}"
+    closed = v - bb.lower <= SANDWICH_GLOBAL_RTOL * v
+    what = (f"branch and bound over A_p^-1 (perspective relaxation), {bb.boxes} boxes, {bb.seconds:.1f} s: "
+            f"proved lower bound {bb.lower:.10g}")
+    if closed:
+        return best, "global", what + f", so no allocation is below V (1 - {SANDWICH_GLOBAL_RTOL:g})"
+    return best, "local (KKT)", what + f" (open: budget of {SANDWICH_BNB_MAX_BOXES} boxes spent)"
 
 
 def _restore_equality(prob: Problem, p: np.ndarray, cert: Certificate, tol: float, counters: dict):

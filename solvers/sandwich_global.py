@@ -1,7 +1,7 @@
 r"""Global or local: what a sandwich optimum can say about itself (THEORY.md section 4 (a)).
 
 The sandwich :math:`V(p) = \tfrac12 \operatorname{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` is not convex, so a
-KKT point may be a local minimum.  This module holds the two global proofs the driver uses and the
+KKT point may be a local minimum.  This module holds the global proofs the driver uses and the
 starts of its multi-start:
 
 * :func:`proportional_factor` -- where :math:`G = sA` (:math:`s \ge 0` constant),
@@ -13,13 +13,16 @@ starts of its multi-start:
   the minimum over all singles and pairs is the exact global minimum on the grid;
 * :func:`dirichlet_starts` -- random starting allocations from a seeded generator.
 
-For :math:`m \ge 2` the driver attempts no proof: an exhaustive search over supports is not one by
-itself (:math:`V` restricted to a support is still non-convex), so such results are labelled
-``"local (KKT)"`` after the multi-start.  :func:`branch_and_bound` (over the entries of
-:math:`A_p`, bounded by :func:`box_lower_bound`) proves a rigorous lower bound, but its bound is
-first order in the box size: it closes to ``KKT_RTOL`` on nearly convex problems (G close to
-:math:`sA`) within a few hundred boxes and not on issue 15's 41-level instance (lower bound 0.06
-against V = 1.17 after 2000 boxes), so the driver does not call it.
+For :math:`m \ge 2` an exhaustive search over supports is not a proof by itself (:math:`V` restricted
+to a support is still non-convex).  :func:`branch_and_bound` is one: it branches over the entries of
+:math:`K = A_p^{-1}`, where :math:`V = \tfrac12\sum_i p_i \operatorname{tr}(W K G_i K)` is a sum of
+perspectives of convex quadratics in :math:`Z_i = p_i K` under the *linear* constraint
+:math:`\sum_i A_i Z_i = I`; the only non-convexity, :math:`Z_i / p_i` equal for all levels, is relaxed
+to a box, and each box's bound is a linear programme bounded rigorously by weak duality
+(:func:`perspective_lower_bound`).  The driver runs it after the multi-start for :math:`m = 2` on grids
+of at most ``SANDWICH_BNB_MAX_LEVELS`` levels (issue 15's 41-level instance closes to
+``SANDWICH_GLOBAL_RTOL`` in about 1.8k boxes); an open search reports its proved lower bound and the
+result stays ``"local (KKT)"``.
 
 References
 ----------
@@ -35,16 +38,16 @@ import numpy as np
 from noisealloc.solvers.problem import Problem
 from noisealloc.theory.tolerances import (
     EPS,
-    SANDWICH_BNB_INVERSE_ULPS,
     SANDWICH_BNB_LP_ULPS,
     SANDWICH_BNB_MAX_BOXES,
+    SANDWICH_BNB_TIGHTEN_ROUNDS,
     SANDWICH_BNB_SIGMA_SHRINK,
     SANDWICH_PROPORTIONAL_RTOL,
     SINGULAR_RCOND,
 )
 
-__all__ = ["proportional_factor", "exhaustive_one_parameter", "dirichlet_starts", "sigma_split", "box_lower_bound",
-           "branch_and_bound", "BranchAndBound"]
+__all__ = ["proportional_factor", "exhaustive_one_parameter", "dirichlet_starts", "sigma_split",
+           "perspective_lower_bound", "branch_and_bound", "BranchAndBound"]
 
 
 def proportional_factor(prob: Problem) -> float | None:
@@ -246,48 +249,6 @@ def support_starts(prob: Problem, count: int) -> list[np.ndarray]:
     return out
 
 
-def _lp_dual_bound(c: np.ndarray, A_ub: np.ndarray, b_ub: np.ndarray):
-    r"""Rigorous lower bound of :math:`\min\{c^\top p : A_{ub} p \le b_{ub},\ p \in \Delta\}` (``+inf`` if infeasible).
-
-    For any :math:`y \ge 0` and feasible :math:`p`,
-    :math:`c^\top p \ge (c + A_{ub}^\top y)^\top p - y^\top b_{ub} \ge \min_i (c + A_{ub}^\top y)_i - y^\top b_{ub}`
-    (weak duality over the simplex), whatever the LP solver's tolerances: HiGHS only supplies ``y``.
-    An infeasible box is proved infeasible the same way from the phase-1 LP
-    :math:`\min t` s.t. :math:`A_{ub} p - t s \le b_{ub}`: a :math:`y \ge 0` with
-    :math:`\min_i (A_{ub}^\top y)_i - y^\top b_{ub} > 0` contradicts :math:`t = 0`.
-
-    Returns
-    -------
-    lower : float
-        The bound minus ``SANDWICH_BNB_LP_ULPS`` ulps of its terms' magnitude (``+inf``: proved
-        infeasible; ``min(c)`` when HiGHS gives no usable multipliers).
-    p : ndarray or None
-        HiGHS's primal solution (an upper-bound candidate), None if none.
-    """
-    from scipy.optimize import linprog
-
-    n = c.size
-    ones = np.ones((1, n))
-    res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=ones, b_eq=[1.0], bounds=(0, None), method="highs")
-    if res.status == 0:
-        y = np.maximum(-res.ineqlin.marginals, 0.0)
-        red = c + A_ub.T @ y
-        margin = SANDWICH_BNB_LP_ULPS * EPS * (np.max(np.abs(c) + np.abs(A_ub).T @ y) + y @ np.abs(b_ub))
-        return float(np.min(red) - y @ b_ub - margin), res.x
-    if res.status == 2:
-        s = np.maximum(np.abs(A_ub).max(axis=1), np.finfo(float).tiny)
-        c1 = np.zeros(n + 1)
-        c1[-1] = 1.0
-        r1 = linprog(c1, A_ub=np.hstack([A_ub, -s[:, None]]), b_ub=b_ub, A_eq=np.append(ones, 0.0)[None],
-                     b_eq=[1.0], bounds=[(0, None)] * n + [(None, None)], method="highs")
-        if r1.status == 0:
-            y = np.maximum(-r1.ineqlin.marginals, 0.0)
-            margin = SANDWICH_BNB_LP_ULPS * EPS * (np.max(np.abs(A_ub).T @ y) + y @ np.abs(b_ub))
-            if np.min(A_ub.T @ y) - y @ b_ub > margin:
-                return np.inf, None
-    return float(np.min(c)), None
-
-
 def sigma_split(prob: Problem) -> float:
     r"""The largest :math:`\sigma \ge 0` (shrunk by ``SANDWICH_BNB_SIGMA_SHRINK``) with :math:`G_i - \sigma A_i \succeq 0` for all levels.
 
@@ -334,102 +295,261 @@ def sigma_split(prob: Problem) -> float:
     return sigma if worst >= -SANDWICH_BNB_LP_ULPS * EPS * np.max(np.abs(prob.G)) else 0.0
 
 
-def box_lower_bound(prob: Problem, lo: np.ndarray, hi: np.ndarray, sigma: float | None = None):
-    r"""A valid lower bound of :math:`V(p)` over :math:`\{p \in \Delta : \mathrm{vech}(A_p) \in [lo, hi]\}`.
+def _lp_lower_bound(c, A_ub, b_ub, A_eq, b_eq, lb, ub):
+    r"""HiGHS on :math:`\min\{c^\top x : A_{ub}x \le b_{ub},\ A_{eq}x = b_{eq},\ l \le x \le u\}`, with a rigorous lower bound.
 
-    With :math:`\Delta_p = A_p - A_c` (:math:`A_c` the box centre, :math:`M_c = A_c + \delta I`,
-    :math:`K_c = M_c^{-1}`), :math:`h` the box half-widths,
-    :math:`r = \|h\|_F \ge \|\Delta_p\|_2` (off-diagonal entries counted twice) and
-    :math:`\lambda_c = \lambda_{\min}(M_c)`, :math:`\mu = \lambda_c - r \le \lambda_{\min}(A_p + \delta I)` (Weyl).
-    :math:`G = \sigma A + G'` as in :func:`sigma_split`.
-
-    * :math:`\mu > 0`: from :math:`K = K_c - K_c\Delta K_c + K_c\Delta K_c\Delta K`, dropping the PSD
-      term :math:`(K-K_c)A_\omega(K-K_c)` and using the tangent plane of the convex
-      :math:`\operatorname{tr}(A_\omega M^{-1})`,
-
-      .. math:: V(p) \ge \tfrac\sigma2\big(\operatorname{tr}(A_\omega K_c) - \langle K_cA_\omega K_c, \Delta_p\rangle\big)
-         + \sum_i p_i\Big(\tfrac12\langle K_cA_\omega K_c, G'_i\rangle - \sum_{k\le l} h_{kl}\,|S_{i,kl}|\,(2-\delta_{kl})
-         - \frac{\|A_\omega\|_2\, r^2}{\lambda_c^3\mu}\operatorname{tr} G'_i\Big),
-
-      :math:`S_i = \operatorname{sym}(K_cA_\omega K_cG'_iK_c)`: linear in :math:`p`, minimised by an LP
-      over the box (:func:`_lp_dual_bound`).  First order in the box size (the middle term).
-    * :math:`\mu \le 0`: with :math:`u` the unit eigenvector of :math:`\lambda_c`,
-      :math:`\|A_p u\| \le \|M_c u\| + r`, :math:`\operatorname{tr}(KG'K) \ge u^\top G' u / \|M u\|^2`
-      (take :math:`x = Mu` in :math:`x^\top KG'Kx \le \|x\|^2 \operatorname{tr}(KG'K)`) and
-      :math:`M \preceq M_c + rI`:
-
-      .. math:: V(p) \ge \tfrac\sigma2\operatorname{tr}\big(A_\omega (M_c + rI)^{-1}\big)
-         + \frac{\lambda_{\min}(A_\omega)}{2(\|M_cu\| + r)^2}\, u^\top G'_p u,
-
-      and ``+inf`` when :math:`\lambda_c + r \le 0` (no positive definite :math:`A_p` in the box).
+    For any :math:`\lambda \ge 0` and :math:`\nu`, every feasible :math:`x` has
+    :math:`c^\top x \ge r^\top x - \lambda^\top b_{ub} - \nu^\top b_{eq}
+    \ge \sum_j \min(r_j l_j, r_j u_j) - \lambda^\top b_{ub} - \nu^\top b_{eq}`,
+    :math:`r = c + A_{ub}^\top\lambda + A_{eq}^\top\nu` (weak duality over the bounds box), whatever
+    the LP solver's tolerances: HiGHS only supplies the multipliers.  The bound is lowered by
+    ``SANDWICH_BNB_LP_ULPS`` ulps of the magnitude of its terms (the rounding of :math:`r` and the sums).
+    Infeasibility is proved the same way on the phase-1 programme
+    :math:`\min \mathbf 1^\top(e^+ + e^-)` s.t. :math:`A_{eq}x + e^+ - e^- = b_{eq}`: a positive
+    rigorous bound there means no feasible :math:`x`.
 
     Parameters
     ----------
-    prob : Problem
-        A sandwich problem with a separate ``G`` (its preconditioned arrays are used as they are).
-    lo, hi : ndarray, shape (m(m+1)/2,)
-        Box of the upper-triangle entries (row-major, ``numpy.triu_indices``) of :math:`A_p` without ridge.
-    sigma : float, optional
-        :func:`sigma_split`'s value (computed when None).
+    c : ndarray, shape (N,)
+    A_ub : scipy.sparse matrix, shape (R, N)
+    b_ub : ndarray, shape (R,)
+    A_eq : scipy.sparse matrix, shape (E, N)
+    b_eq : ndarray, shape (E,)
+    lb, ub : ndarray, shape (N,)
+        Finite variable bounds (the bound needs them).
 
     Returns
     -------
     lower : float
-        The bound, minus ``SANDWICH_BNB_INVERSE_ULPS`` eps cond(M_c) of its magnitude for the rounding of
-        :math:`K_c` (``+inf``: no allocation in the box, or none with :math:`A_p` invertible).
-    p : ndarray or None
-        The LP's allocation (feasible for the box up to HiGHS's tolerance), for an upper bound.
-    info : tuple
-        ``(r, mu)``.
+        The rigorous bound (``+inf``: proved infeasible; ``-inf``: HiGHS gave no usable multipliers).
+    x : ndarray or None
+        HiGHS's primal solution, None if none.
     """
-    m = prob.m
-    iu = np.triu_indices(m)
-    twice = np.where(iu[0] == iu[1], 1.0, 2.0)
-    if sigma is None:
-        sigma = sigma_split(prob)
-    A = prob.A
-    Gq = prob.G - sigma * A
-    W = prob.W
-    lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-    h = 0.5 * (hi - lo)
-    Ac = np.zeros((m, m))
-    Ac[iu] = 0.5 * (lo + hi)
-    Ac = Ac + np.triu(Ac, 1).T
-    Mc = Ac + prob.regularization * np.eye(m)
-    r = float(np.sqrt(np.sum(twice * h * h)))
-    lam, U = np.linalg.eigh(Mc)
-    eig_err = 4 * m * EPS * max(abs(lam[0]), abs(lam[-1]))
-    if lam[0] + r + eig_err <= 0:
-        return np.inf, None, (r, lam[0] - r)
-    lc = lam[0] - eig_err
-    mu = lc - r
-    E = A[:, iu[0], iu[1]]
-    A_ub = np.vstack([E.T, -E.T])
-    b_ub = np.concatenate([hi, -lo])
-    trG = np.einsum("iaa->i", Gq)
-    if mu > 0:
-        K = np.linalg.inv(Mc)
-        KWK = K @ W @ K
-        S = np.einsum("ab,jbc,cd->jad", KWK, Gq, K)
-        S = 0.5 * (S + S.transpose(0, 2, 1))
-        first = np.abs(S[:, iu[0], iu[1]] * twice) @ h
-        second = np.linalg.norm(W, 2) * r * r / (lc**3 * mu)
-        half_c = 0.5 * np.einsum("ab,iab->i", KWK, Gq)
-        tangent = 0.5 * sigma * (np.trace(W @ K) - np.einsum("ab,iab->i", KWK, A - Ac))
-        c = half_c - first - second * trG + tangent
-        lower, p = _lp_dual_bound(c, A_ub, b_ub)
-        margin = SANDWICH_BNB_INVERSE_ULPS * EPS * np.linalg.cond(Mc) * (np.max(np.abs(half_c) + np.abs(tangent)))
-        return lower - margin, p, (r, mu)
-    wmin = max(float(np.linalg.eigvalsh(W)[0]), 0.0)
-    u = U[:, 0]
-    nu = float(np.linalg.norm(Mc @ u)) + r
-    c = 0.5 * wmin * np.einsum("a,iab,b->i", u, Gq, u) / nu**2
-    lower, p = _lp_dual_bound(c, A_ub, b_ub)
-    if sigma > 0:
-        Mr = Mc + r * np.eye(m)
-        part = 0.5 * sigma * float(np.trace(W @ np.linalg.inv(Mr)))
-        lower += part * (1.0 - SANDWICH_BNB_INVERSE_ULPS * EPS * np.linalg.cond(Mr))
-    return lower, p, (r, mu)
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    bounds = np.stack([lb, ub], 1)
+
+    def rigorous(c_, Aub, bub, Aeq, beq, lo_, hi_, res):
+        lam = np.maximum(-res.ineqlin.marginals, 0.0)
+        nu = -res.eqlin.marginals
+        r = c_ + Aub.T @ lam + Aeq.T @ nu
+        big = np.maximum(np.abs(lo_), np.abs(hi_))
+        mag = (np.abs(c_) + abs(Aub).T @ lam + abs(Aeq).T @ np.abs(nu)) @ big + lam @ np.abs(bub) + np.abs(nu) @ np.abs(beq)
+        return float(np.sum(np.minimum(r * lo_, r * hi_)) - lam @ bub - nu @ beq - SANDWICH_BNB_LP_ULPS * EPS * mag)
+
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    if res.status == 0:
+        return rigorous(c, A_ub, b_ub, A_eq, b_eq, lb, ub, res), res.x
+    if res.status == 2:
+        k = A_eq.shape[0]
+        N = c.size
+        eye = sparse.identity(k, format="csr")
+        c1 = np.concatenate([np.zeros(N), np.ones(2 * k)])
+        A1 = sparse.hstack([A_ub, sparse.csr_matrix((A_ub.shape[0], 2 * k))], format="csr")
+        E1 = sparse.hstack([A_eq, eye, -eye], format="csr")
+        big = np.abs(b_eq).sum() + abs(A_eq) @ np.maximum(np.abs(lb), np.abs(ub))
+        lo1 = np.concatenate([lb, np.zeros(2 * k)])
+        hi1 = np.concatenate([ub, np.concatenate([big, big])])
+        r1 = linprog(c1, A_ub=A1, b_ub=b_ub, A_eq=E1, b_eq=b_eq, bounds=np.stack([lo1, hi1], 1), method="highs")
+        if r1.status == 0 and rigorous(c1, A1, b_ub, E1, b_eq, lo1, hi1, r1) > 0:
+            return np.inf, None
+    return -np.inf, None
+
+
+class _PerspectiveRelaxation:
+    r"""The parts of the perspective relaxation that do not depend on the box (see :func:`perspective_lower_bound`).
+
+    Variables ``x = (p, Z, t)``: ``p`` (n), ``Z`` (n x d, row i the vech coordinates of
+    :math:`Z_i = p_i K`), ``t`` (n); ``d = m(m+1)/2``.
+    """
+
+    def __init__(self, prob: Problem):
+        from scipy import sparse
+
+        m, n = prob.m, prob.n
+        iu = np.triu_indices(m)
+        d = iu[0].size
+        Fb = np.zeros((d, m, m))
+        Fb[np.arange(d), iu[0], iu[1]] = 1.0
+        Fb[np.arange(d), iu[1], iu[0]] = 1.0
+        self.m, self.n, self.d, self.iu = m, n, d, iu
+        G = prob.A if prob.G is None else prob.G
+        # q_i(z) = tr(W K G_i K) = z^T Q_i z for K = sum_j z_j F_j
+        Q = np.einsum("ab,jbc,icd,kda->ijk", prob.W, Fb, G, Fb)
+        self.Q = 0.5 * (Q + Q.transpose(0, 2, 1))
+        self.absQ = np.abs(self.Q)
+        self.wv = np.einsum("ab,jba->j", prob.W, Fb)  # tr(W K) = wv . z
+        self.sigma = sigma_split(prob)
+        Ad = prob.A + prob.regularization * np.eye(m)
+        # sum_i (A_i + delta I) Z_i = I: coefficient of z_ij in entry (a, b) is (Ad_i F_j)_ab
+        coef = np.einsum("iac,jcb->abij", Ad, Fb).reshape(m * m, n * d)
+        eq = np.zeros((m * m + 1, n + n * d + n))
+        eq[:m * m, n:n + n * d] = coef
+        eq[m * m, :n] = 1.0
+        self.A_eq = sparse.csr_matrix(eq)
+        self.b_eq = np.concatenate([np.eye(m).ravel(), [1.0]])
+        self.c = np.concatenate([np.zeros(n + n * d), np.full(n, 0.5)])
+        self.N = 2 * n + n * d
+        # McCormick rows Z_ij - hi_j p_i <= 0 and lo_j p_i - Z_ij <= 0: fixed pattern, box-dependent p entries
+        rows = np.arange(2 * n * d)
+        i_of = np.repeat(np.arange(n), d)
+        j_of = np.tile(np.arange(d), n)
+        self._mc_rows = np.concatenate([rows, rows])
+        self._mc_cols = np.concatenate([n + i_of * d + j_of, n + i_of * d + j_of, i_of, i_of])
+        self._mc_sign = np.concatenate([np.ones(n * d), -np.ones(n * d)])
+        self._mc_i, self._mc_j = i_of, j_of
+        # a root box of K = A_p^{-1}: V >= sigma/2 tr(W K) bounds K where V <= upper; a ridge bounds K by 1/delta
+        self.wmin = float(np.linalg.eigvalsh(prob.W)[0])
+        self.ridge = prob.regularization
+
+    def root(self, upper: float):
+        """Root box of the vech coordinates of K containing every K with V <= ``upper`` (None: unbounded)."""
+        T = np.inf
+        if self.sigma > 0 and self.wmin > 0:
+            # tr K <= tr(W K) / lambda_min(W) <= 2 V / (sigma lambda_min(W))
+            T = 2.0 * upper / (self.sigma * self.wmin) * (1.0 + SANDWICH_BNB_LP_ULPS * EPS)
+        if self.ridge > 0:
+            T = min(T, self.m / self.ridge)
+        if not np.isfinite(T):
+            return None
+        diag = self.iu[0] == self.iu[1]
+        # PSD: |K_ab| <= sqrt(K_aa K_bb) <= (K_aa + K_bb) / 2 <= T / 2
+        return np.where(diag, 0.0, -0.5 * T), np.where(diag, T, 0.5 * T)
+
+
+def _box_lp(rel: _PerspectiveRelaxation, lo: np.ndarray, hi: np.ndarray, upper: float):
+    """The inequality rows and variable bounds of :func:`perspective_lower_bound`'s LP (None: empty box)."""
+    from scipy import sparse
+
+    n, d, iu = rel.n, rel.d, rel.iu
+    diag = iu[0] == iu[1]
+    if np.any(hi[diag] < 0):
+        return None
+    # PSD needs K_ab^2 <= K_aa K_bb for every off-diagonal entry
+    pos = {int(a): k for k, a in enumerate(iu[0]) if diag[k]}
+    for k in np.flatnonzero(~diag):
+        lo2 = 0.0 if lo[k] <= 0.0 <= hi[k] else min(lo[k] ** 2, hi[k] ** 2)
+        if lo2 > hi[pos[int(iu[0][k])]] * hi[pos[int(iu[1][k])]] * (1 + 4 * EPS):
+            return None
+    lo_c = np.where(diag, np.maximum(lo, 0.0), lo)
+    # tangent planes on a 3-point lattice per entry (m = 2): more rows per LP, fewer boxes (1.7k against
+    # 3.1k with corners and centre on issue 15's instance); corners and centre for larger m (3^6 = 729)
+    if d <= 3:
+        pts = np.array(np.meshgrid(*[[a, 0.5 * (a + b), b] for a, b in zip(lo_c, hi)], indexing="ij")).reshape(d, -1).T
+    else:
+        corners = np.array(np.meshgrid(*[[a, b] for a, b in zip(lo_c, hi)], indexing="ij")).reshape(d, -1).T
+        pts = np.vstack([corners, 0.5 * (lo_c + hi)])
+    P = pts.shape[0]
+    Qz = np.einsum("ijk,pk->pij", rel.Q, pts)            # (P, n, d)
+    qv = np.einsum("pij,pj->pi", Qz, pts)                 # q_i(z^k)
+    zmax = np.maximum(np.abs(lo_c), np.abs(hi))
+    # the float tangent plane may sit above q_i by the rounding of q(z^k), Q z^k and the product with Z
+    slack = 8 * d * EPS * np.einsum("ijk,pj,k->pi", rel.absQ, np.abs(pts), zmax + np.abs(pts).max(0))
+    rows_t = np.arange(P * n)
+    ii = rows_t % n
+    data = [-(qv + slack).ravel(), (2.0 * Qz).reshape(P * n, d).ravel(), -np.ones(P * n)]
+    r_idx = [rows_t, np.repeat(rows_t, d), rows_t]
+    c_idx = [ii, (n + ii[:, None] * d + np.arange(d)).ravel(), n + n * d + ii]
+    # McCormick rows after the tangent rows: Z_ij - hi_j p_i <= 0, then lo_j p_i - Z_ij <= 0
+    off = P * n
+    data.append(np.concatenate([rel._mc_sign, -hi[rel._mc_j], lo_c[rel._mc_j]]))
+    r_idx.append(off + rel._mc_rows)
+    c_idx.append(rel._mc_cols)
+    n_rows = off + 2 * n * d
+    b_ub = np.zeros(n_rows)
+    if rel.sigma > 0 and np.isfinite(upper):
+        cut = 0.5 * rel.sigma * np.tile(rel.wv, n)
+        data.append(cut)
+        r_idx.append(np.full(n * d, n_rows))
+        c_idx.append(n + np.arange(n * d))
+        b_ub = np.append(b_ub, upper)
+        n_rows += 1
+    A_ub = sparse.csr_matrix((np.concatenate(data), (np.concatenate(r_idx), np.concatenate(c_idx))),
+                             shape=(n_rows, rel.N))
+    tmax = np.max(qv, axis=0) * (1 + 16 * EPS) + np.max(slack, axis=0)
+    lb = np.concatenate([np.zeros(n), np.tile(np.minimum(lo_c, 0.0), n), np.zeros(n)])
+    ub = np.concatenate([np.ones(n), np.tile(np.maximum(hi, 0.0), n), tmax])
+    return A_ub, b_ub, lb, ub
+
+
+def perspective_lower_bound(rel: _PerspectiveRelaxation, lo: np.ndarray, hi: np.ndarray, upper: float = np.inf):
+    r"""A rigorous lower bound of :math:`V(p)` over allocations with :math:`K = (A_p + \delta I)^{-1}` in a box.
+
+    With :math:`q_i(K) = \operatorname{tr}(W K G_i K)` (convex quadratic in :math:`K`),
+    :math:`V(p) = \tfrac12 \sum_i p_i\, q_i(K)` and :math:`Z_i = p_i K`, the sandwich is
+    :math:`\tfrac12\sum_i \tilde q_i(Z_i, p_i)` with the perspective :math:`\tilde q_i(Z, p) = p\, q_i(Z/p)`,
+    jointly convex, subject to the *linear* :math:`\sum_i (A_i + \delta I) Z_i = I` and the non-convex
+    :math:`Z_i/p_i = K` for one :math:`K`.  The relaxation keeps only :math:`Z_i/p_i \in` box
+    (:math:`p_i\,lo \le Z_i \le p_i\,hi`, McCormick) and replaces each perspective by its tangent planes at
+    the points of the box's 3-point lattice (:math:`m = 2`; corners and centre for larger :math:`m`),
+    :math:`t_i \ge 2\,(Q_i z^k)^\top Z_i - q_i(z^k)\, p_i`, each lowered by a rounding slack; with the cut
+    :math:`\tfrac\sigma2 \operatorname{tr}(W \sum_i Z_i) \le` ``upper`` (valid for every allocation with
+    :math:`V \le` ``upper``, :func:`sigma_split`).  The linear programme
+    :math:`\min \tfrac12\sum_i t_i` is bounded rigorously from HiGHS's multipliers
+    (:func:`_lp_lower_bound`).  As the box shrinks the ``Z_i/p_i`` are forced together and the
+    tangent planes close in, so the bound tends to :math:`\min V` over the box.
+
+    Parameters
+    ----------
+    rel : _PerspectiveRelaxation
+        The problem's box-independent parts.
+    lo, hi : ndarray, shape (m(m+1)/2,)
+        Box of the upper-triangle entries (``numpy.triu_indices`` order) of :math:`K`.
+    upper : float
+        A value no allocation of interest exceeds (the incumbent), for the cut; ``inf``: no cut.
+
+    Returns
+    -------
+    lower : float
+        ``+inf`` when no positive definite :math:`K` or no allocation fits the box.
+    p : ndarray or None
+        The LP's allocation (a candidate for the upper bound).
+    """
+    A = _box_lp(rel, lo, hi, upper)
+    if A is None:
+        return np.inf, None
+    lower, x = _lp_lower_bound(rel.c, *A[:2], rel.A_eq, rel.b_eq, *A[2:])
+    return lower, (None if x is None else x[:rel.n])
+
+
+def _tighten(rel: _PerspectiveRelaxation, lo: np.ndarray, hi: np.ndarray, upper: float, rounds: int):
+    r"""Shrink a box of :math:`K` to what the relaxation allows with :math:`V \le` ``upper`` (bound tightening).
+
+    For each entry :math:`j`, the rigorous LP bounds of :math:`\min` and :math:`\max \sum_i Z_{ij}`
+    (:math:`= K_j`, as :math:`\sum_i p_i = 1`) subject to the relaxation and
+    :math:`\tfrac12\sum_i t_i \le` ``upper``; repeated ``rounds`` times, as each shrink tightens the
+    tangent planes.  Every allocation with :math:`V \le` ``upper`` keeps its :math:`K` in the result.
+
+    Returns
+    -------
+    (lo, hi) or None
+        None when no allocation with :math:`V \le` ``upper`` has its :math:`K` in the box.
+    """
+    from scipy import sparse
+
+    n, d = rel.n, rel.d
+    vrow = sparse.csr_matrix(rel.c[None, :])
+    for _ in range(rounds):
+        A = _box_lp(rel, lo, hi, upper)
+        if A is None:
+            return None
+        A_ub = sparse.vstack([A[0], vrow], format="csr")
+        b_ub = np.append(A[1], upper * (1 + SANDWICH_BNB_LP_ULPS * EPS))
+        new_lo, new_hi = lo.copy(), hi.copy()
+        for j in range(d):
+            e = np.zeros(rel.N)
+            e[n + j + d * np.arange(n)] = 1.0
+            low, _ = _lp_lower_bound(e, A_ub, b_ub, rel.A_eq, rel.b_eq, *A[2:])
+            if low == np.inf:
+                return None
+            high, _ = _lp_lower_bound(-e, A_ub, b_ub, rel.A_eq, rel.b_eq, *A[2:])
+            new_lo[j] = max(lo[j], low)
+            new_hi[j] = min(hi[j], -high)
+        if np.any(new_lo > new_hi):
+            return None
+        lo, hi = new_lo, new_hi
+    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -441,7 +561,7 @@ class BranchAndBound:
     closed : bool
         ``upper - lower <= rtol * upper``: no allocation has :math:`V < (1 - \\text{rtol})\\,` ``upper``.
     lower : float
-        Proved lower bound of :math:`\\min_p V` (the smallest bound of an open box; ``upper`` if none).
+        Proved lower bound of :math:`\\min_p V` (``-inf`` when no proof was attempted).
     upper : float
         Best value known (the incumbent or a point the LPs found).
     weights : ndarray or None
@@ -450,6 +570,8 @@ class BranchAndBound:
         Boxes bounded.
     seconds : float
         Wall time.
+    note : str
+        Why no proof was attempted, or ``''``.
     """
 
     closed: bool
@@ -458,28 +580,28 @@ class BranchAndBound:
     weights: np.ndarray | None
     boxes: int
     seconds: float
+    note: str = ""
 
 
 def branch_and_bound(prob: Problem, upper: float, *, rtol: float, max_boxes: int = SANDWICH_BNB_MAX_BOXES,
                      value=None) -> BranchAndBound:
-    r"""Branch and bound over the entries of :math:`A_p` for a global lower bound of the sandwich.
+    r"""Branch and bound over :math:`K = (A_p + \delta I)^{-1}` for a global lower bound of the sandwich.
 
-    The root box holds every :math:`\mathrm{vech}(A_i)`, so every allocation; boxes are bounded by
-    :func:`box_lower_bound`, the box of smallest bound is split at the midpoint of its widest entry
-    (off-diagonal widths counted :math:`\sqrt2` times), a child keeps its parent's bound when its own
-    is lower (it is a subset), and boxes whose bound is at least :math:`(1 - \text{rtol})\,U` are
-    discarded.  The search stops when :math:`U - L \le \text{rtol}\, U` (closed) or after
-    ``max_boxes`` boxes; :math:`U` is the incumbent or V at an LP's allocation if lower.
-
-    The bound is first order in the box size, so closing to a tight ``rtol`` needs the value to grow
-    linearly away from the optimum (in moment space) at a rate the bound's constants resolve;
-    near-singular regions (rank-one :math:`A_i` make every vertex of the feasible set singular) cost
-    many boxes.  An open search proves only ``lower``.
+    Every allocation with :math:`V(p) \le U` has :math:`\operatorname{tr} K \le 2U/(\sigma\,\lambda_{\min}(W))`
+    (:math:`G_p \succeq \sigma A_p`, :func:`sigma_split`; or :math:`K \preceq I/\delta` under a ridge), so
+    a root box of the :math:`d = m(m+1)/2` entries of :math:`K` holds them all.  Boxes are bounded by
+    :func:`perspective_lower_bound`; the box of smallest bound is split at the midpoint of its entry
+    widest relative to the root, a child keeps its parent's bound when its own is lower, and boxes
+    whose bound is at least :math:`(1 - \text{rtol})\,U` are discarded.  The search stops when
+    :math:`U - L \le \text{rtol}\, U` (closed: proved) or after ``max_boxes`` boxes (only ``lower`` is
+    proved); :math:`U` is the incumbent or V at an LP's allocation if lower.  Each box costs one
+    LP with :math:`(d + 2) n` variables and :math:`(2^d + 1 + 2d) n` rows, so the search is meant for
+    small ``m`` (``m = 2``: d = 3).
 
     Parameters
     ----------
     prob : Problem
-        A sandwich problem with a separate ``G`` (any m; the box has m(m+1)/2 dimensions).
+        A sandwich problem.
     upper : float
         The incumbent value (e.g. the solver's certified KKT point).
     rtol : float
@@ -492,6 +614,13 @@ def branch_and_bound(prob: Problem, upper: float, *, rtol: float, max_boxes: int
     Returns
     -------
     BranchAndBound
+        ``closed`` False with ``note`` when no root box exists (:math:`\sigma = 0`, singular
+        :math:`W` and no ridge).
+
+    References
+    ----------
+    THEORY.md section 4 (a); the perspective of a convex function and McCormick envelopes are standard
+    (Boyd and Vandenberghe, *Convex Optimization*, 3.2.6; McCormick, Math. Programming 10, 1976).
     """
     import heapq
     import time
@@ -503,33 +632,35 @@ def branch_and_bound(prob: Problem, upper: float, *, rtol: float, max_boxes: int
             return value_fn(prob, q)
 
     t0 = time.perf_counter()
-    m = prob.m
-    iu = np.triu_indices(m)
-    twice = np.where(iu[0] == iu[1], 1.0, 2.0)
-    E = prob.A[:, iu[0], iu[1]]
-    sigma = sigma_split(prob)
+    rel = _PerspectiveRelaxation(prob)
     best = [float(upper), None]
+    root = rel.root(best[0])
+    if root is None:
+        return BranchAndBound(False, -np.inf, best[0], None, 0, time.perf_counter() - t0,
+                              "no bounded region of A_p^-1: G_i - sigma A_i is PSD only for sigma = 0 (or W is "
+                              "singular) and there is no ridge")
+    lo0, hi0 = root
+    tight = _tighten(rel, lo0, hi0, best[0], SANDWICH_BNB_TIGHTEN_ROUNDS)
+    if tight is None:  # no allocation below the incumbent at all
+        return BranchAndBound(True, best[0], best[0], None, 1, time.perf_counter() - t0)
+    lo0, hi0 = tight
+    width0 = np.maximum(hi0 - lo0, np.finfo(float).tiny)
 
     def bound(lo, hi):
-        lower, p, info = box_lower_bound(prob, lo, hi, sigma)
+        lower, p = perspective_lower_bound(rel, lo, hi, best[0])
         if p is not None:
             q = np.clip(p, 0.0, None)
-            q = q / q.sum()
-            try:
-                v = float(value(q))
-            except Exception:  # a singular LP allocation is only a failed upper-bound candidate
-                v = np.inf
+            v = float(value(q / q.sum())) if q.sum() > 0 else np.inf
             if v < best[0]:
-                best[0], best[1] = v, q
+                best[0], best[1] = v, q / q.sum()
         return lower
 
-    lo0, hi0 = E.min(axis=0), E.max(axis=0)
     heap = [(bound(lo0, hi0), 0, lo0, hi0)]
     boxes, count = 1, 1
     floor = np.inf  # smallest bound of a discarded box: the proof's lower bound once the heap is empty
     while heap and heap[0][0] < best[0] - rtol * best[0] and boxes < max_boxes:
         lower, _, lo, hi = heapq.heappop(heap)
-        k = int(np.argmax((hi - lo) * np.sqrt(twice)))
+        k = int(np.argmax((hi - lo) / width0))
         mid = 0.5 * (lo[k] + hi[k])
         for a, b in ((lo[k], mid), (mid, hi[k])):
             l2, h2 = lo.copy(), hi.copy()

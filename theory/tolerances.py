@@ -169,20 +169,23 @@ SANDWICH_SAME_VALUE_RTOL = 1e-6
 #: Starts of the sandwich multi-start on the best supports of m levels (enumerated where affordable).
 SANDWICH_SUPPORT_STARTS = 4
 
-#: Boxes the sandwich branch and bound in moment space (solvers/sandwich_global.branch_and_bound)
-#: may bound before it gives up.  Its lower bound is first order in the box size, so it closes to
-#: KKT_RTOL only where the value grows linearly away from the optimum; each box costs one HiGHS LP
-#: (~5 ms on 41 levels), so 2000 boxes are ~10 s: a proof attempt, not part of every solve.
-SANDWICH_BNB_MAX_BOXES = 2000
-#: Margin of the LP dual bound min_i (c + A^T y)_i - y^T b, in ulps of the sum of the magnitudes of
-#: its terms: each entry of A^T y is a sum of a dozen products (one ulp each, a few dozen with
-#: accumulation); 64 covers that and the subtraction.
+#: Boxes the sandwich branch and bound over A_p^-1 (solvers/sandwich_global.branch_and_bound) may
+#: bound before it gives up (the result is then "local (KKT)" with the proved lower bound).  Issue
+#: 15's 2-parameter instance on 41 levels closes in ~1.8k boxes (each an LP of ~1.4k rows, 10-20 ms).
+SANDWICH_BNB_MAX_BOXES = 4000
+#: The solver attempts the branch and bound by default only for m = 2 and at most this many levels:
+#: each box's LP has (3^3 + 7) n rows, and at n = 161 a proof would take minutes.
+SANDWICH_BNB_MAX_LEVELS = 64
+#: A sandwich result is labelled "global" when the branch and bound proves no allocation lower than
+#: V (1 - this): the same relative accuracy as the KKT certificate (KKT_RTOL) and the multi-start's
+#: notion of equal values (SANDWICH_SAME_VALUE_RTOL).
+SANDWICH_GLOBAL_RTOL = 1e-6
+#: Rounds of bound tightening of the branch and bound's root box (each round: 2 m(m+1)/2 LPs).
+SANDWICH_BNB_TIGHTEN_ROUNDS = 2
+#: Margin of the branch and bound's rigorous LP dual bound sum_j min(r_j l_j, r_j u_j) - lam.b_ub -
+#: nu.b_eq (r = c + A_ub^T lam + A_eq^T nu), in ulps of the sum of the magnitudes of its terms: each
+#: r_j is a sum of a few dozen products (one ulp each with accumulation); 64 covers that and the sums.
 SANDWICH_BNB_LP_ULPS = 64.0
-#: Margin for the inverse of the box centre's moment matrix, in units of eps * cond(M_c) of the
-#: bound's magnitude: a backward-stable inverse has relative error ~cond * eps, and the bound is
-#: Lipschitz in K_c with constant ~ its magnitude; 1e3 leaves room for the few products that follow
-#: (a first-order rounding estimate, not interval arithmetic).
-SANDWICH_BNB_INVERSE_ULPS = 1e3
 #: The split G_i = sigma A_i + G'_i uses sigma = (1 - this) * min_i sigma_max(G_i, A_i), so that every
 #: G'_i stays PSD through the rounding of the generalised eigenvalue (relative error ~cond * eps).
 SANDWICH_BNB_SIGMA_SHRINK = 1e-6
