@@ -1032,10 +1032,13 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
             scale = np.minimum(1.0, np.min(np.where(rel, width, np.inf), axis=1))
             m_terms = 6
             offs = scale[:, None] * _PAIR_FIRST * _PAIR_RATIO ** np.arange(m_terms)[None, :]
-            cc = np.where(np.isfinite(uc), uc, -13.0)
+            # Lines not cut get no breakpoints: they sit at -13 - 1, outside the range, with their
+            # graded offsets (placing them at -13 put -13 + offsets, e.g. u = -5, into every ray's mesh).
+            cc = np.where(np.isfinite(uc), uc, -14.0)
+            fine = np.where(np.isfinite(uc)[:, :, None], offs[:, None, :], 0.0)
             allp = np.concatenate([np.broadcast_to(u_base, (tt.size, u_base.size)), cc,
-                                   (cc[:, :, None] - offs[:, None, :]).reshape(tt.size, -1),
-                                   (cc[:, :, None] + offs[:, None, :]).reshape(tt.size, -1)], axis=1)
+                                   (cc[:, :, None] - fine).reshape(tt.size, -1),
+                                   (cc[:, :, None] + fine).reshape(tt.size, -1)], axis=1)
             allp = np.clip(allp, -13.0, 13.0)
             allp.sort(axis=1)
             ja, jb = allp[:, :-1], allp[:, 1:]
