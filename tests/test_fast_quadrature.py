@@ -189,3 +189,30 @@ def test_pair_kernel_numba_and_numpy_paths_agree(lam, monkeypatch):
     assert np.all(np.isfinite(fast)) and np.all(fast >= 0)
     np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(fast_ray, slow_ray, rtol=1e-12, atol=1e-300)
+
+
+def test_an_inner_miss_rejects_only_its_own_levels(monkeypatch):
+    """A pair-frame inner integral that misses its tolerance rejects its level, not every level of the call.
+
+    The inner integrals are allowed one refinement round, so the rays that need more miss (at 4 of
+    the 9 levels, lam = 0..4); the levels with such a ray are rejected, and the others keep exactly the values of the unrestricted rule
+    (their rays are the same computation: every ray belongs to one level).
+    """
+    import noisealloc.theory.dirac as dirac
+
+    model = _planar(0, 5, sep=2.0)
+    mu = model._span[2] - model._span[2].mean(axis=0)
+    lam = np.linspace(-1.0, 7.0, 9)
+    full, _, ok_full, _ = dirac._quad_2d_pairs(mu, model.log_weights, lam, 1e-11)
+    assert ok_full.all()
+    gk = dirac.adaptive_gauss_kronrod
+
+    def no_inner_rounds(*args, **kw):
+        if kw.get("rtol") == dirac._INNER_RTOL:
+            kw["max_rounds"] = 1
+        return gk(*args, **kw)
+
+    monkeypatch.setattr(dirac, "adaptive_gauss_kronrod", no_inner_rounds)
+    val, _, ok, info = dirac._quad_2d_pairs(mu, model.log_weights, lam, 1e-11)
+    assert not info["success"] and 0 < ok.sum() < lam.size
+    np.testing.assert_array_equal(val[:, ok], full[:, ok])

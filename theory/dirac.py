@@ -958,8 +958,9 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
     adaptive (G10/K21); the inner one over ``u`` is adaptive, cut and graded
     where the boundary lines whose atoms are near the top cross it.  Pairs whose whole layer carries,
     by the Bhattacharyya bound, less than ``e^-60`` of the largest pair's bound are skipped; a level is
-    accepted when the error estimate meets ``rtol`` and the skipped pairs' bounds are below
-    ``1e-2 rtol`` of the value.
+    accepted when the error estimate meets ``rtol``, the skipped pairs' bounds are below
+    ``1e-2 rtol`` of the value and every inner integral of the level met its own tolerance (a miss
+    rejects that level only).
     """
     k = mu.shape[0]
     n_lev = lam.size
@@ -1006,6 +1007,7 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
     ne2 = n_all @ e2.T  # (P_lines, P_pairs): n . e2
     ne1 = n_all @ e1.T
     stats = {"inner_nfev": 0, "inner_success": True}
+    inner_missed = np.zeros(n_lev, dtype=bool)  # levels with an inner integral that missed its tolerance
 
     def inner(t, q, chunk=512):
         out = np.empty((2, t.size))
@@ -1056,6 +1058,9 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
                                          max_rounds=30, max_intervals=200 * tt.size)
             stats["inner_nfev"] += res.nfev
             stats["inner_success"] &= res.success
+            if not res.success:  # reject the levels of the rays that missed (the adaptive rule's own test)
+                missed = np.any(res.abs_error > np.maximum(_INNER_RTOL * np.abs(res.value), _PAIR_ATOL), axis=0)
+                inner_missed[lv[missed] if missed.any() else lv] = True
             out[:, st:st + chunk] = res.value
         return out
 
@@ -1076,8 +1081,9 @@ def _quad_2d_pairs(mu, log_pi, lam, rtol):
     if not res.success:
         bad_lev = np.unique(pl[np.any(res.abs_error > np.maximum(rtol * np.abs(res.value), 100 * _PAIR_ATOL), axis=0)])
         ok[bad_lev] = False
-    if not stats["inner_success"]:  # an inner integral missed its tolerance: no level of this call is trusted
-        ok[:] = False
+    # An inner integral's error is not part of the outer estimate: a level with one that missed its
+    # tolerance is not trusted (the others of the call are: every ray belongs to one level).
+    ok &= ~inner_missed
     err = err + skipped[None, :]
     info = {"pair_problems": int(n_prob), "nfev": int(res.nfev + stats["inner_nfev"]), "outer_nfev": int(res.nfev),
             "outer_nit": int(res.nit), "outer_intervals": int(res.n_intervals), "initial_intervals": int(ia.size),
