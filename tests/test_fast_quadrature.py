@@ -216,3 +216,39 @@ def test_an_inner_miss_rejects_only_its_own_levels(monkeypatch):
     val, _, ok, info = dirac._quad_2d_pairs(mu, model.log_weights, lam, 1e-11)
     assert not info["success"] and 0 < ok.sum() < lam.size
     np.testing.assert_array_equal(val[:, ok], full[:, ok])
+
+
+@pytest.mark.parametrize("seed,k", [(0, 5), (1, 3), (2, 8)])
+def test_gauss_hermite_skips_only_levels_where_every_order_fails(seed, k, monkeypatch):
+    """Levels whose unresolved-layer bound exceeds twice the accepted fraction of min(Var P, H(pi)) are not
+    tried; the orders chosen and the values are those of trying every level (the prefilter's bound
+    call disabled), up to the last bit's dependence on the batch."""
+    import noisealloc.theory.dirac as dirac
+
+    model = _planar(seed, k, sep=2.0)
+    mu = model._span[2] - model._span[2].mean(axis=0)
+    lam = np.linspace(-16.0, 8.0, 49)
+    integrals = dirac._gh_integrals
+    tried = []
+
+    def spy(mu_, log_pi_, lam_, n, **kw):
+        tried.append(lam_.size)
+        return integrals(mu_, log_pi_, lam_, n, **kw)
+
+    monkeypatch.setattr(dirac, "_gh_integrals", spy)
+    val, err, order = dirac._quad_gauss_hermite(mu, model.log_weights, lam, 1e-11)
+    n_tried, n_calls = tried[0], len(tried)
+    bound = dirac._gh_unresolved_bound
+    calls = []
+
+    def first_call_zero(*args):  # the first call is the prefilter's
+        calls.append(1)
+        return np.zeros(len(args[2])) if len(calls) == 1 else bound(*args)
+
+    monkeypatch.setattr(dirac, "_gh_unresolved_bound", first_call_zero)
+    val0, _, order0 = dirac._quad_gauss_hermite(mu, model.log_weights, lam, 1e-11)
+    np.testing.assert_array_equal(order, order0)
+    assert n_tried < tried[n_calls]  # the prefilter did skip levels
+    ok = order > 0
+    np.testing.assert_allclose(val[:, ok], val0[:, ok], rtol=1e-15, atol=0)
+    assert ok.sum() > 0 and (~ok).sum() > 0

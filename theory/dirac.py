@@ -845,7 +845,9 @@ def _quad_gauss_hermite(mu, log_pi, lam, rtol):
     accepted at order :math:`n_{i+1}` when :math:`|Q_{n_i} - Q_{n_{i+1}}| \le \mathrm{rtol}\,|Q_{n_{i+1}}|`
     for mmse and H, and the layers the order does not resolve carry less than
     :data:`GH_UNRESOLVED_FRACTION` ``* rtol`` of both (:func:`_gh_unresolved_bound`).  Levels whose
-    smallest pair separation exceeds :data:`GH_MAX_SEPARATION` sigma are not tried.
+    smallest pair separation exceeds :data:`GH_MAX_SEPARATION` sigma, or whose unresolved bound at the
+    highest order exceeds that fraction of :math:`2\min(\mathrm{Var}(P), H(\pi))` (upper bounds of
+    mmse and H, so every order would fail), are not tried.
 
     Returns
     -------
@@ -858,7 +860,15 @@ def _quad_gauss_hermite(mu, log_pi, lam, rtol):
     order = np.zeros(lam.size, dtype=int)
     a, b = np.triu_indices(mu.shape[0], 1)
     dmin2 = float(np.min(np.einsum("pr,pr->p", mu[a] - mu[b], mu[a] - mu[b])))
-    todo = np.flatnonzero(dmin2 * np.exp(lam) <= GH_MAX_SEPARATION ** 2)
+    # A level is accepted only if the unresolved layers carry <= GH_UNRESOLVED_FRACTION * rtol of mmse and
+    # of H, which are at most Var(P) and H(pi): where the bound at the highest order exceeds twice that of
+    # the smaller, every order fails (the bound does not grow with n), so those levels are not tried.
+    pi = np.exp(log_pi)
+    mean = pi @ mu
+    cap = 2.0 * GH_UNRESOLVED_FRACTION * rtol * min(float(pi @ np.sum((mu - mean) ** 2, axis=1)),
+                                                     float(-(pi @ log_pi)))
+    todo = np.flatnonzero((dmin2 * np.exp(lam) <= GH_MAX_SEPARATION ** 2)
+                          & (_gh_unresolved_bound(mu, log_pi, lam, orders[-1]) <= cap))
     prev = _gh_integrals(mu, log_pi, lam[todo], orders[0]) if todo.size else None
     for n in orders[1:]:
         if todo.size == 0:
