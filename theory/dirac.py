@@ -906,27 +906,17 @@ def _quad_gauss_hermite(mu, log_pi, lam, rtol):
 
 
 # ---------------------------------------------------------------------- quadrature drivers
-def _pair_kernel(z, inv_s, mu, log_pi, a, b):
-    r"""Scaled pair integrands at frame points: :math:`d_{ab}^2 w_b` and :math:`\mathcal H(w)\,w_b/Q`.
+def _pair_kernel(delta, d2ab, b):
+    r"""Scaled pair integrands from the logits: :math:`d_{ab}^2 w_b` and :math:`\mathcal H(w)\,w_b/Q`.
 
-    ``z`` (N, 2) points of atom ``a``'s frame, :math:`x = \mu_a + \sigma z`; ``inv_s`` (N,) :math:`1/\sigma`;
-    ``a``, ``b`` (N,) the pair.  Logits relative to ``a``,
-    :math:`\Delta_j = \log\pi_j/\pi_a - z\cdot(\mu_a - \mu_j)/\sigma - \|\mu_a - \mu_j\|^2/2\sigma^2`, then
-    relative to the dominant atom (one ``exp`` per atom and point, one ``log1p`` per point).
+    ``delta`` (N, K) logits relative to atom ``a`` (:func:`_pair_integrand`), ``d2ab`` (N,)
+    :math:`d_{ab}^2`, ``b`` (N,) the pair's second atom.  The logits are taken relative to the
+    dominant atom (one ``exp`` per atom and point, one ``log1p`` per point);
     :math:`Q = \sum_{c<d} w_c w_d = \tfrac12\sum_c w_c(1 - w_c)`, formed with :math:`1 - w_{dom}` as the
     sum of the other weights (no cancellation).
     """
-    n = z.shape[0]
+    n = delta.shape[0]
     rows = np.arange(n)
-    dmu = mu[:, None, :] - mu[None, :, :]  # (K, K, 2): mu_a - mu_j
-    d2 = np.einsum("akr,akr->ak", dmu, dmu)
-    proj = np.einsum("nr,akr->nak", z, dmu) if n * mu.shape[0] ** 2 <= 4_000_000 else None
-    if proj is not None:
-        proj = proj[rows, a]
-    else:
-        proj = np.einsum("nr,nkr->nk", z, dmu[a])
-    delta = ((log_pi[None, :] - log_pi[a][:, None]) - proj * inv_s[:, None]
-             - 0.5 * d2[a] * (inv_s * inv_s)[:, None])
     dom = np.argmax(delta, axis=1)
     dd = delta - delta[rows, dom][:, None]
     e = np.exp(dd)
@@ -944,19 +934,34 @@ def _pair_kernel(z, inv_s, mu, log_pi, a, b):
     wb = w[rows, b]
     with np.errstate(divide="ignore", invalid="ignore"):
         h_part = np.where(q > 0, ent * wb / np.where(q > 0, q, 1.0), 0.0)
-    return d2[a, b] * wb, h_part
+    return d2ab * wb, h_part
+
+
+def _pair_tables(mu, log_pi, pa, e1, e2):
+    r"""Per-pair tables of the logits relative to atom ``a``, each (P, K).
+
+    :math:`\log\pi_j/\pi_a`, :math:`P_{1,j} = e_1\cdot(\mu_a - \mu_j)`, :math:`P_{2,j} = e_2\cdot(\mu_a - \mu_j)`
+    and :math:`D_j = \|\mu_a - \mu_j\|^2`, so that at :math:`z = t e_1 + u e_2` the logit is
+    :math:`\Delta_j = A_j + u B_j`, :math:`A_j = \log\pi_j/\pi_a - t P_{1,j}/\sigma - D_j/2\sigma^2`,
+    :math:`B_j = -P_{2,j}/\sigma`.
+    """
+    dmu = mu[pa][:, None, :] - mu[None, :, :]  # (P, K, 2): mu_a - mu_j per pair
+    return (log_pi[None, :] - log_pi[pa][:, None], np.einsum("pr,pkr->pk", e1, dmu),
+            np.einsum("pr,pkr->pk", e2, dmu), np.einsum("pkr,pkr->pk", dmu, dmu))
 
 
 def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, ray=None):
     """(2, N) scaled pair integrands (:mod:`noisealloc.theory._dirac_kernels`; numpy path without numba).
 
     ``u`` (N,) per point; ``t``, ``tstar``, ``inv_s``, ``pair`` per ray, point ``i`` on ray ``ray[i]``
-    (default: one ray per point, all five arrays of length N).
+    (default: one ray per point, all five arrays of length N).  Both paths form the logits as
+    :math:`A_j + u B_j` (:func:`_pair_tables`) with the same operations in the same order.
     """
     from noisealloc.theory._numba import HAVE_NUMBA
 
     if ray is None:
         ray = np.arange(np.size(u))
+    dlp, p1, p2, d2 = _pair_tables(mu, log_pi, pa, e1, e2)
     if HAVE_NUMBA:
         from noisealloc.theory._dirac_kernels import pair_integrand
 
@@ -964,11 +969,13 @@ def _pair_integrand(t, u, tstar, inv_s, pair, pa, pb, e1, e2, mu, log_pi, ray=No
         pair_integrand(np.ascontiguousarray(t, dtype=np.float64), np.ascontiguousarray(u, dtype=np.float64),
                        np.ascontiguousarray(tstar, dtype=np.float64), np.ascontiguousarray(inv_s, dtype=np.float64),
                        np.ascontiguousarray(pair, dtype=np.int64), np.ascontiguousarray(ray, dtype=np.int64),
-                       pa.astype(np.int64), pb.astype(np.int64), e1, e2, mu, log_pi, out)
+                       pb.astype(np.int64), dlp, p1, p2, d2, out)
         return out
-    t, tstar, inv_s, pair = t[ray], tstar[ray], inv_s[ray], pair[ray]
-    z = t[:, None] * e1[pair] + u[:, None] * e2[pair]
-    f1, f2 = _pair_kernel(z, inv_s, mu, log_pi, pa[pair], pb[pair])
+    t, tstar, s1, pair = t[ray], tstar[ray], inv_s[ray][:, None], pair[ray]
+    coef_a = dlp[pair] - t[:, None] * p1[pair] * s1 - 0.5 * d2[pair] * s1 * s1
+    coef_b = -p2[pair] * s1
+    b = pb[pair]
+    f1, f2 = _pair_kernel(coef_a + u[:, None] * coef_b, d2[pair, b], b)
     g = np.exp(-0.5 * (t - tstar) * (t + tstar) - 0.5 * u * u)
     return np.vstack([g * f1, g * f2])
 
