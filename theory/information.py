@@ -548,7 +548,9 @@ class BudgetCheck:
         both, so this is neither the sum nor the root-sum-square of the two).
     abs_error : float
         Integration error estimate: :math:`|K_{21} - G_{10}|` plus the target's quadrature error
-        (adaptive), or :math:`|\text{trapezoid} - \text{Simpson}|` on the grid.
+        (adaptive), Gregory's rule on the grid against every other level plus the target's error
+        (deterministic, :func:`budget_check_on_grid`), or :math:`|\text{trapezoid} - \text{Simpson}|`
+        on the grid (Monte Carlo).
     tolerance : float
         ``BUDGET_ATOL_QUAD + abs_error + MC_NSIGMA * difference_stderr``.
     holds : bool
