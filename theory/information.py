@@ -36,6 +36,7 @@ from noisealloc.theory.tolerances import (
     BUDGET_ATOL_QUAD,
     FD_REL_STEP,
     FD_RTOL,
+    GRID_UNIFORM_RTOL,
     I_MMSE_RATE_FLOOR,
     MC_NSIGMA,
 )
@@ -136,10 +137,6 @@ def grid_quadrature_weights(lam):
 #: Order of the end corrections of the grid budget rule (:func:`gregory_weights`): order 6 is exact for
 #: polynomials of degree 7 and keeps every weight positive (order 8 has a negative one).
 GREGORY_ORDER = 6
-#: A grid counts as uniform for :func:`budget_check_on_grid` when every step is within this fraction
-#: of the mean step: ``np.linspace`` rounds steps to ~1e-15 of the levels' size, and a step error
-#: ``e`` moves the rule by at most ``e * int |h|`` (1e-10 of the integral, 100x below BUDGET_RTOL).
-GRID_UNIFORM_RTOL = 1e-10
 
 
 def _gregory_coefficients(order: int) -> list:
@@ -208,7 +205,7 @@ def budget_check_on_grid(lam, mmse, H, H_rel_error, *, entropy, total_variance, 
     :math:`h`, and far larger for the geometric convergence of an analytic one): the same kind of
     estimate as :math:`|K_{21} - G_{10}|` of the adaptive route, whose levels it saves.  The target
     :math:`H(a) - H(b)` is read at the grid's ends.  Returns ``None`` (the caller integrates
-    adaptively) when the grid is not uniform to :data:`GRID_UNIFORM_RTOL`, has an odd number of steps,
+    adaptively) when the grid is not uniform to :data:`~noisealloc.theory.tolerances.GRID_UNIFORM_RTOL`, has an odd number of steps,
     is too short for the coarse rule, or the estimate exceeds ``rtol`` of the value.
 
     Parameters
