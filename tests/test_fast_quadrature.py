@@ -194,9 +194,10 @@ def test_pair_kernel_numba_and_numpy_paths_agree(lam, monkeypatch):
 def test_an_inner_miss_rejects_only_its_own_levels(monkeypatch):
     """A pair-frame inner integral that misses its tolerance rejects its level, not every level of the call.
 
-    The inner integrals are allowed one refinement round, so the rays that need more miss (at 4 of
-    the 9 levels, lam = 0..4); the levels with such a ray are rejected, and the others keep exactly the values of the unrestricted rule
-    (their rays are the same computation: every ray belongs to one level).
+    The inner integrals are allowed one refinement round, so the rays that need more miss (at 5 of
+    the 9 levels, lam = 0..4); the levels with such a ray are rejected, and the others keep exactly
+    the values of the unrestricted rule (their rays are the same computation: every ray belongs to
+    one level).
     """
     import noisealloc.theory.dirac as dirac
 

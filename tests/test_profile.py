@@ -33,7 +33,8 @@ from noisealloc.theory.protocol import (
     check_data_model,
     monte_carlo_options,
 )
-from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, BUDGET_RTOL, FD_REL_STEP, FD_RTOL, I_MMSE_RATE_FLOOR, MC_NSIGMA
+from noisealloc.theory.tolerances import (BUDGET_ATOL_QUAD, BUDGET_RTOL, FD_REL_STEP, FD_RTOL, I_MMSE_RATE_FLOOR,
+                                          MC_NSIGMA)
 
 from strategies import examples, gaussian_manifolds
 

@@ -205,8 +205,9 @@ def budget_check_on_grid(lam, mmse, H, H_rel_error, *, entropy, total_variance, 
     :math:`h`, and far larger for the geometric convergence of an analytic one): the same kind of
     estimate as :math:`|K_{21} - G_{10}|` of the adaptive route, whose levels it saves.  The target
     :math:`H(a) - H(b)` is read at the grid's ends.  Returns ``None`` (the caller integrates
-    adaptively) when the grid is not uniform to :data:`~noisealloc.theory.tolerances.GRID_UNIFORM_RTOL`, has an odd number of steps,
-    is too short for the coarse rule, or the estimate exceeds ``rtol`` of the value.
+    adaptively) when the grid is not uniform to
+    :data:`~noisealloc.theory.tolerances.GRID_UNIFORM_RTOL`, has an odd number of steps, is too
+    short for the coarse rule, or the estimate exceeds ``rtol`` of the value.
 
     Parameters
     ----------
