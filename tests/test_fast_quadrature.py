@@ -189,3 +189,83 @@ def test_pair_kernel_numba_and_numpy_paths_agree(lam, monkeypatch):
     assert np.all(np.isfinite(fast)) and np.all(fast >= 0)
     np.testing.assert_allclose(fast, slow, rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(fast_ray, slow_ray, rtol=1e-12, atol=1e-300)
+
+
+def test_an_inner_miss_rejects_only_its_own_levels(monkeypatch):
+    """A pair-frame inner integral that misses its tolerance rejects its level, not every level of the call.
+
+    The inner integrals are allowed one refinement round, so the rays that need more miss (at 5 of
+    the 9 levels, lam = 0..4); the levels with such a ray are rejected, and the others keep exactly
+    the values of the unrestricted rule (their rays are the same computation: every ray belongs to
+    one level).
+    """
+    import noisealloc.theory.dirac as dirac
+
+    model = _planar(0, 5, sep=2.0)
+    mu = model._span[2] - model._span[2].mean(axis=0)
+    lam = np.linspace(-1.0, 7.0, 9)
+    full, _, ok_full, _ = dirac._quad_2d_pairs(mu, model.log_weights, lam, 1e-11)
+    assert ok_full.all()
+    gk = dirac.adaptive_gauss_kronrod
+
+    def no_inner_rounds(*args, **kw):
+        if kw.get("rtol") == dirac._INNER_RTOL:
+            kw["max_rounds"] = 1
+        return gk(*args, **kw)
+
+    monkeypatch.setattr(dirac, "adaptive_gauss_kronrod", no_inner_rounds)
+    val, _, ok, info = dirac._quad_2d_pairs(mu, model.log_weights, lam, 1e-11)
+    assert not info["success"] and 0 < ok.sum() < lam.size
+    np.testing.assert_array_equal(val[:, ok], full[:, ok])
+
+
+@pytest.mark.parametrize("seed,k", [(0, 5), (1, 3), (2, 8)])
+def test_gauss_hermite_skips_only_levels_where_every_order_fails(seed, k, monkeypatch):
+    """Levels whose unresolved-layer bound exceeds twice the accepted fraction of min(Var P, H(pi)) are not
+    tried; the orders chosen and the values are those of trying every level (the prefilter's bound
+    call disabled), up to the last bit's dependence on the batch."""
+    import noisealloc.theory.dirac as dirac
+
+    model = _planar(seed, k, sep=2.0)
+    mu = model._span[2] - model._span[2].mean(axis=0)
+    lam = np.linspace(-16.0, 8.0, 49)
+    integrals = dirac._gh_integrals
+    tried = []
+
+    def spy(mu_, log_pi_, lam_, n, **kw):
+        tried.append(lam_.size)
+        return integrals(mu_, log_pi_, lam_, n, **kw)
+
+    monkeypatch.setattr(dirac, "_gh_integrals", spy)
+    val, err, order = dirac._quad_gauss_hermite(mu, model.log_weights, lam, 1e-11)
+    n_tried, n_calls = tried[0], len(tried)
+    bound = dirac._gh_unresolved_bound
+    calls = []
+
+    def first_call_zero(*args):  # the first call is the prefilter's
+        calls.append(1)
+        return np.zeros(len(args[2])) if len(calls) == 1 else bound(*args)
+
+    monkeypatch.setattr(dirac, "_gh_unresolved_bound", first_call_zero)
+    val0, _, order0 = dirac._quad_gauss_hermite(mu, model.log_weights, lam, 1e-11)
+    np.testing.assert_array_equal(order, order0)
+    assert n_tried < tried[n_calls]  # the prefilter did skip levels
+    ok = order > 0
+    np.testing.assert_allclose(val[:, ok], val0[:, ok], rtol=1e-15, atol=0)
+    assert ok.sum() > 0 and (~ok).sum() > 0
+
+
+@pytest.mark.parametrize("n", [8, 32, 64, 256])
+def test_hermite_rule_integrates_gaussian_moments(n):
+    """The n-point rule of N(0, 1) (numpy nodes, Newton-polished; Christoffel weights) is exact for the
+    moments E z^{2k} = (2k - 1)!! up to degree 2n - 1 (checked up to degree 40), against exact integers."""
+    from math import prod
+
+    from noisealloc.theory.dirac import _hermite_e_rule
+
+    z, w = _hermite_e_rule(n)
+    assert z.shape == w.shape == (n,) and np.all(w > 0) and abs(w.sum() - 1.0) < 1e-15
+    np.testing.assert_allclose(z, -z[::-1], rtol=0, atol=1e-14 * max(1.0, np.abs(z).max()))
+    for k in range(1, min(n, 21)):
+        exact = float(prod(range(1, 2 * k, 2)))
+        assert abs(w @ z ** (2 * k) / exact - 1.0) < 1e-12, k

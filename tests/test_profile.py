@@ -17,7 +17,9 @@ from noisealloc.theory.information import (
     BUDGET_RULE,
     budget_check,
     budget_check_from_samples,
+    budget_check_on_grid,
     budget_integral,
+    gregory_weights,
     grid_quadrature_weights,
     i_mmse_check,
 )
@@ -31,7 +33,8 @@ from noisealloc.theory.protocol import (
     check_data_model,
     monte_carlo_options,
 )
-from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, FD_REL_STEP, FD_RTOL, I_MMSE_RATE_FLOOR, MC_NSIGMA
+from noisealloc.theory.tolerances import (BUDGET_ATOL_QUAD, BUDGET_RTOL, FD_REL_STEP, FD_RTOL, I_MMSE_RATE_FLOOR,
+                                          MC_NSIGMA)
 
 from strategies import examples, gaussian_manifolds
 
@@ -365,3 +368,63 @@ def test_entropy_rate_in_a_coordinate_is_h_times_the_jacobian(model, coordinate)
     dudl = np.abs((c.from_lam(lam + step) - c.from_lam(lam - step)) / (2 * step))
     np.testing.assert_allclose(hu.value, prof.entropy_rate.value / dudl, rtol=FD_RTOL)
     assert hu.info["coordinate"] == c.name and hu.method == prof.entropy_rate.method
+
+
+# ------------------------------------------------------------------- budget on the grid's own levels
+
+
+@pytest.mark.parametrize("order", [2, 4, 6])
+def test_gregory_weights_are_exact_for_polynomials_of_degree_order_plus_one(order):
+    # Gregory's rule of order p integrates x^d exactly for d <= p + 1 (rounding only) and not d = p + 3;
+    # the reference is the closed form, an independent route.
+    a, b, n = 0.3, 2.3, 41
+    x = np.linspace(a, b, n)
+    w = gregory_weights(n, x[1] - x[0], order)
+    for d in range(order + 2):
+        assert abs(w @ x ** d - (b ** (d + 1) - a ** (d + 1)) / (d + 1)) <= 1e-13 * b ** (d + 1)
+    d = order + 3
+    assert abs(w @ x ** d - (b ** (d + 1) - a ** (d + 1)) / (d + 1)) > 1e-10
+    assert order == 8 or np.all(w > 0)
+    with pytest.raises(ValueError, match="needs at least"):
+        gregory_weights(2 * order + 1, 0.1, order)
+
+
+def test_budget_on_the_grid_equals_the_adaptive_budget():
+    # The grid route reuses the profile's levels; its value must agree with the adaptive Gauss-Kronrod
+    # integral (new levels, an independent route) far inside BUDGET_RTOL, and its estimate must bound
+    # the actual difference.
+    m = DiracMixture([[0.0, 0.0], [2.0, 0.3], [0.7, 1.9]], [0.5, 0.3, 0.2])
+    lam = np.linspace(-16.0, 8.0, 171)  # the grid of `noisealloc entropy --levels 171 --lam-min -16 --lam-max 8`
+    prof = information_profile(m, lam)
+    chk = prof.budget
+    assert chk.method.startswith("Gregory") and chk.holds and chk.nfev == lam.size
+    ref = budget_check(m, -16.0, 8.0, rtol=1e-10, n_panels=8)
+    assert abs(chk.value - ref.value) <= 1e-12 * ref.value
+    assert abs(chk.value - ref.value) <= chk.abs_error
+    assert chk.abs_error <= BUDGET_RTOL * chk.value
+    # the target is the profile's own H at the ends
+    assert chk.target == prof.conditional_entropy.value[0] - prof.conditional_entropy.value[-1]
+    # half the levels (step 0.29 against 0.57): estimate 2e-7 > BUDGET_RTOL, so new levels are integrated
+    coarse = information_profile(m, lam[::2], i_mmse_levels=None)
+    assert coarse.budget.method == "adaptive Gauss-Kronrod" and coarse.budget.holds
+
+
+def test_budget_falls_back_to_adaptive_levels_when_the_grid_cannot_carry_it():
+    m = DiracMixture([-1.0, 0.3, 2.0], [0.2, 0.5, 0.3])
+    lam = np.linspace(-12.0, 12.0, 25)  # too few levels for the coarse rule
+    assert information_profile(m, lam).budget.method == "adaptive Gauss-Kronrod"
+    args = dict(entropy=m.entropy, total_variance=m.total_variance, rtol=BUDGET_RTOL)
+    # an even number of steps is needed (every other level), a uniform grid, and an estimate within rtol
+    lam2 = np.linspace(-12.0, 12.0, 30)
+    e2 = m.information(lam2)
+    assert budget_check_on_grid(lam2, e2.mmse.value, e2.conditional_entropy.value, 0.0, **args) is None
+    lam3 = np.sort(np.concatenate([np.linspace(-12.0, 12.0, 40), [0.05]]))
+    e3 = m.information(lam3)
+    assert budget_check_on_grid(lam3, e3.mmse.value, e3.conditional_entropy.value, 0.0, **args) is None
+    lam4 = np.linspace(-30.0, 30.0, 29)  # step 2.1: h, a bump of width ~2, is not resolved to 1e-8
+    e4 = m.information(lam4)
+    assert budget_check_on_grid(lam4, e4.mmse.value, e4.conditional_entropy.value, 0.0, **args) is None
+    lam5 = np.linspace(-30.0, 30.0, 401)
+    e5 = m.information(lam5)
+    chk = budget_check_on_grid(lam5, e5.mmse.value, e5.conditional_entropy.value, 0.0, **args)
+    assert chk is not None and chk.holds and abs(chk.value - m.entropy) < 1e-9

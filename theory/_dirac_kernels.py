@@ -6,8 +6,14 @@ the pair :math:`(a, b)`, the scaled integrands
 .. math:: g\,d_{ab}^2 w_b, \qquad g\,\mathcal H(w)\,w_b / Q, \qquad
           g = e^{-(t^2 - t_*^2)/2 - u^2/2}, \quad Q = \tfrac12\sum_c w_c(1 - w_c),
 
-with the same arithmetic as the numpy path (:func:`noisealloc.theory.dirac._pair_kernel`): logits
+with the formulas of the numpy path (:func:`noisealloc.theory.dirac._pair_kernel`): logits
 relative to ``a``, then to the dominant atom, :math:`1 - w_{dom}` as the sum of the other weights.
+On a ray the logits are affine in ``u``,
+:math:`\Delta_j = A_j + u B_j` with :math:`A_j = \log\pi_j/\pi_a - t P_{1,j}/\sigma - D_j/2\sigma^2`,
+:math:`B_j = -P_{2,j}/\sigma` (per pair :math:`P_{i,j} = e_i\cdot(\mu_a - \mu_j)`,
+:math:`D_j = \|\mu_a - \mu_j\|^2`, the tables ``dlp``, ``p1``, ``p2``, ``d2`` of
+:func:`noisealloc.theory.dirac._pair_tables`), formed once per ray (the numpy path forms them with
+the same operations in the same order).
 It is compiled through :func:`noisealloc.theory._numba.jit` (``fastmath=False``); the caller uses
 the numpy path when numba is disabled.
 
@@ -32,26 +38,34 @@ _EXP_UNDERFLOW = -746.0
 
 
 @jit
-def pair_integrand(t, u, tstar, inv_s, pair, ray, pa, pb, e1, e2, mu, log_pi, out):  # pragma: no cover - compiled
+def pair_integrand(t, u, tstar, inv_s, pair, ray, pb, dlp, p1, p2, d2, out):  # pragma: no cover - compiled
     n = u.shape[0]
-    k = mu.shape[0]
+    k = dlp.shape[1]
+    coef_a = np.empty(k)
+    coef_b = np.empty(k)
     delta = np.empty(k)
     ex = np.empty(k)
+    last = -1
+    p = 0
+    b = 0
+    gt = 0.0
     for i in range(n):
         ri = ray[i]
-        ti = t[ri]
-        p = pair[ri]
-        a = pa[p]
-        b = pb[p]
-        zx = ti * e1[p, 0] + u[i] * e2[p, 0]
-        zy = ti * e1[p, 1] + u[i] * e2[p, 1]
-        s1 = inv_s[ri]
+        if ri != last:  # the points of a ray are consecutive: its logits are affine in u, Delta_j = A_j + u B_j
+            last = ri
+            ti = t[ri]
+            p = pair[ri]
+            b = pb[p]
+            s1 = inv_s[ri]
+            for j in range(k):
+                coef_a[j] = dlp[p, j] - ti * p1[p, j] * s1 - 0.5 * d2[p, j] * s1 * s1
+                coef_b[j] = -p2[p, j] * s1
+            gt = -0.5 * (ti - tstar[ri]) * (ti + tstar[ri])
+        ui = u[i]
         best = -np.inf
         dom = 0
         for j in range(k):
-            dx = mu[a, 0] - mu[j, 0]
-            dy = mu[a, 1] - mu[j, 1]
-            v = (log_pi[j] - log_pi[a]) - (zx * dx + zy * dy) * s1 - 0.5 * (dx * dx + dy * dy) * s1 * s1
+            v = coef_a[j] + ui * coef_b[j]
             delta[j] = v
             if v > best:
                 best = v
@@ -85,9 +99,7 @@ def pair_integrand(t, u, tstar, inv_s, pair, ray, pa, pb, e1, e2, mu, log_pi, ou
         q *= 0.5
         if ent < 0.0:
             ent = 0.0
-        g = math.exp(-0.5 * (ti - tstar[ri]) * (ti + tstar[ri]) - 0.5 * u[i] * u[i])
-        dx = mu[b, 0] - mu[a, 0]
-        dy = mu[b, 1] - mu[a, 1]
+        g = math.exp(gt - 0.5 * ui * ui)
         # same order of operations as the numpy path (products of tiny factors underflow alike)
-        out[0, i] = g * ((dx * dx + dy * dy) * wb)
+        out[0, i] = g * (d2[p, b] * wb)
         out[1, i] = g * (ent * wb / q) if q > 0.0 else 0.0

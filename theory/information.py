@@ -36,6 +36,7 @@ from noisealloc.theory.tolerances import (
     BUDGET_ATOL_QUAD,
     FD_REL_STEP,
     FD_RTOL,
+    GRID_UNIFORM_RTOL,
     I_MMSE_RATE_FLOOR,
     MC_NSIGMA,
 )
@@ -52,6 +53,8 @@ __all__ = [
     "BudgetCheck",
     "budget_check",
     "budget_check_from_samples",
+    "budget_check_on_grid",
+    "gregory_weights",
     "I_MMSE_RULE",
     "IMMSECheck",
     "i_mmse_check",
@@ -129,6 +132,119 @@ def grid_quadrature_weights(lam):
     trap[1:-1] = (dl[:-1] + dl[1:]) / 2
     simp = simpson(np.eye(lam.size), x=lam, axis=1)
     return trap, simp
+
+
+#: Order of the end corrections of the grid budget rule (:func:`gregory_weights`): order 6 is exact for
+#: polynomials of degree 7 and keeps every weight positive (order 8 has a negative one).
+GREGORY_ORDER = 6
+
+
+def _gregory_coefficients(order: int) -> list:
+    r"""Gregory coefficients :math:`G_0, \dots, G_{order}` (exact fractions): :math:`x/\log(1+x) = \sum_n G_n x^n`."""
+    from fractions import Fraction
+
+    inv = [Fraction((-1) ** n, n + 1) for n in range(order + 1)]  # log(1+x)/x
+    g = [Fraction(1)]
+    for n in range(1, order + 1):
+        g.append(-sum(inv[j] * g[n - j] for j in range(1, n + 1)))
+    return g
+
+
+def gregory_weights(n: int, step: float, order: int = GREGORY_ORDER) -> np.ndarray:
+    r"""Weights of Gregory's end-corrected trapezoid rule on ``n`` equally spaced levels.
+
+    .. math:: \int_{x_0}^{x_{n-1}} f\,dx \approx \delta\Big(\tfrac12 f_0 + f_1 + \dots + \tfrac12 f_{n-1}\Big)
+              - \delta\sum_{k=1}^{p} |G_{k+1}|\big(\nabla^k f_{n-1} + (-1)^k \Delta^k f_0\big),
+
+    with forward (:math:`\Delta`) and backward (:math:`\nabla`) differences and the Gregory
+    coefficients :math:`G` (:math:`1/12, 1/24, 19/720, \dots`); order :math:`p` is exact for
+    polynomials of degree :math:`p + 1`, and on an analytic integrand the trapezoid part converges
+    geometrically in :math:`1/\delta`.
+
+    Parameters
+    ----------
+    n : int
+        Number of levels, at least ``2 * (order + 1)`` (the two ends' corrections do not overlap).
+    step : float
+        The spacing :math:`\delta`.
+    order : int
+        :math:`p`, the highest difference used.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+
+    Examples
+    --------
+    >>> x = np.linspace(0.0, 1.0, 15)
+    >>> w = gregory_weights(15, x[1] - x[0])
+    >>> round(float(w @ x ** 7), 14), abs(float(w @ np.exp(x)) - (np.e - 1.0)) < 1e-11
+    (0.125, True)
+    """
+    from math import comb
+
+    if n < 2 * (order + 1):
+        raise ValueError(f"Gregory's rule of order {order} needs at least {2 * (order + 1)} levels; got {n}")
+    g = _gregory_coefficients(order + 1)
+    w = np.full(n, float(step))
+    w[0] = w[-1] = 0.5 * step
+    for k in range(1, order + 1):
+        c = -float(step) * float(abs(g[k + 1]))
+        for j in range(k + 1):
+            w[n - 1 - j] += c * (-1) ** j * comb(k, j)  # nabla^k f_{n-1}
+            w[j] += c * (-1) ** j * comb(k, j)  # (-1)^k Delta^k f_0 = sum_j (-1)^j C(k, j) f_j
+    return w
+
+
+def budget_check_on_grid(lam, mmse, H, H_rel_error, *, entropy, total_variance, rtol):
+    r"""The budget check of a deterministic model from its values on a uniform grid, or ``None``.
+
+    ``value`` is Gregory's rule (:func:`gregory_weights`) of :math:`h = \tfrac12 e^\lambda
+    \mathrm{mmse}` on the grid, its error estimate ``abs_error`` the difference from the same rule on
+    every other level (step :math:`2\delta`, whose error is :math:`2^{p+2}` times larger for a smooth
+    :math:`h`, and far larger for the geometric convergence of an analytic one): the same kind of
+    estimate as :math:`|K_{21} - G_{10}|` of the adaptive route, whose levels it saves.  The target
+    :math:`H(a) - H(b)` is read at the grid's ends.  Returns ``None`` (the caller integrates
+    adaptively) when the grid is not uniform to
+    :data:`~noisealloc.theory.tolerances.GRID_UNIFORM_RTOL`, has an odd number of steps, is too
+    short for the coarse rule, or the estimate exceeds ``rtol`` of the value.
+
+    Parameters
+    ----------
+    lam, mmse, H : ndarray, shape (L,)
+        The grid and the model's mmse and conditional entropy there.
+    H_rel_error : float
+        Relative error estimate of ``H`` (the target's error is this times ``max |H|``, per end).
+    entropy, total_variance : float
+        :math:`H(\pi)` and :math:`\mathrm{Var}(P)` of the model.
+    rtol : float
+        Relative target of the estimate.
+
+    Returns
+    -------
+    BudgetCheck or None
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    n = lam.size
+    if n % 2 == 0 or (n + 1) // 2 < 2 * (GREGORY_ORDER + 1):
+        return None
+    steps = np.diff(lam)
+    step = (lam[-1] - lam[0]) / (n - 1)
+    if np.max(np.abs(steps - step)) > GRID_UNIFORM_RTOL * step:
+        return None
+    h = half_snr_times(lam, np.asarray(mmse, dtype=np.float64))
+    fine = float(gregory_weights(n, step) @ h)
+    coarse = float(gregory_weights((n + 1) // 2, 2.0 * step) @ h[::2])
+    est = abs(fine - coarse)
+    if not (np.isfinite(fine) and est <= rtol * abs(fine)):
+        return None
+    H = np.asarray(H, dtype=np.float64)
+    h_err = float(H_rel_error) * float(np.abs(H).max())
+    return _budget_verdict(value=fine, stderr=0.0, target=float(H[0] - H[-1]), target_stderr=0.0,
+                           difference_stderr=0.0, abs_error=est + 2 * h_err, interval=(float(lam[0]), float(lam[-1])),
+                           entropy=entropy, total_variance=total_variance, ends=(H[0], H[-1]), ends_stderr=(0.0, 0.0),
+                           ends_error=h_err, method=f"Gregory order {GREGORY_ORDER} on the grid (vs every other level)",
+                           nfev=n, success=True)
 
 
 def model_entropy_rate(model, lam, *, coordinate="lambda", n_samples=None, rng=None) -> Estimate:
@@ -430,7 +546,9 @@ class BudgetCheck:
         both, so this is neither the sum nor the root-sum-square of the two).
     abs_error : float
         Integration error estimate: :math:`|K_{21} - G_{10}|` plus the target's quadrature error
-        (adaptive), or :math:`|\text{trapezoid} - \text{Simpson}|` on the grid.
+        (adaptive), Gregory's rule on the grid against every other level plus the target's error
+        (deterministic, :func:`budget_check_on_grid`), or :math:`|\text{trapezoid} - \text{Simpson}|`
+        on the grid (Monte Carlo).
     tolerance : float
         ``BUDGET_ATOL_QUAD + abs_error + MC_NSIGMA * difference_stderr``.
     holds : bool

@@ -14,8 +14,11 @@ r"""The information profile of a data model: one pipeline from a model and a gri
 How each is computed is decided by the model's declared flags (:mod:`noisealloc.theory.protocol`):
 
 * ``monte_carlo = False`` (closed forms, quadrature): ``model.information(lam)`` in one pass; the
-  budget by adaptive Gauss--Kronrod of :math:`h` over ``quadrature_interval`` (default the grid's
-  ends) against the model's own :math:`H` at the interval's ends.
+  budget on the grid itself when it is uniform and resolves :math:`h`
+  (:func:`~noisealloc.theory.information.budget_check_on_grid`: Gregory's rule, its error estimated
+  against every other level, to ``budget_rtol``), otherwise by adaptive Gauss--Kronrod of :math:`h`
+  over ``quadrature_interval`` (default the grid's ends); either against the model's own :math:`H`
+  at the interval's ends.
 * ``monte_carlo = True``: one run of ``model.information_samples(lam, n_samples=, rng=)`` (common
   random numbers across levels) reduced by ``model.information_from_samples``; the budget by the
   trapezoid rule on the grid, its standard error propagated sample by sample
@@ -40,6 +43,7 @@ from noisealloc.theory.information import (
     IMMSECheck,
     budget_check,
     budget_check_from_samples,
+    budget_check_on_grid,
     i_mmse_check,
     rate_jacobian,
 )
@@ -167,7 +171,8 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
         Levels of the I-MMSE check (deterministic models only; see the module docstring).
     quadrature_interval : (float, float), optional
         Interval of the adaptive budget quadrature of deterministic models (default: the grid's
-        ends).  Monte-Carlo models are integrated on the grid, where their per-sample values are.
+        ends, integrated on the grid's own levels when their estimate meets ``budget_rtol``).
+        Monte-Carlo models are integrated on the grid, where their per-sample values are.
     budget_rtol : float
         Relative target of that adaptive quadrature (default
         :data:`~noisealloc.theory.tolerances.BUDGET_RTOL`; its error estimate enters the budget rule's
@@ -225,9 +230,14 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
         if smp is not None:
             chk = budget_check_from_samples(smp, entropy, float(model.total_variance))
         else:
-            lo, hi = (lam[0], lam[-1]) if quadrature_interval is None else quadrature_interval
-            lo, hi = check_interval(lo, hi, "quadrature_interval")
-            chk = budget_check(model, lo, hi, rtol=budget_rtol, n_panels=BUDGET_PANELS)
+            if quadrature_interval is None:  # the grid's own levels, when they resolve h (no new levels)
+                chk = budget_check_on_grid(lam, est.mmse.value, cond.value, cond.error_check or 0.0,
+                                           entropy=entropy, total_variance=float(model.total_variance),
+                                           rtol=budget_rtol)
+            if chk is None:
+                lo, hi = (lam[0], lam[-1]) if quadrature_interval is None else quadrature_interval
+                lo, hi = check_interval(lo, hi, "quadrature_interval")
+                chk = budget_check(model, lo, hi, rtol=budget_rtol, n_panels=BUDGET_PANELS)
     immse = None
     if i_mmse_levels is not None and not model.monte_carlo:
         immse = i_mmse_check(model, np.asarray(i_mmse_levels, dtype=np.float64))

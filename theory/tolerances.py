@@ -56,6 +56,11 @@ BUDGET_ATOL_QUAD = 1e-6
 #: of the quadrature (>= 20x below).  1e-9 cost 1.5x the levels (252 vs 168 on [-16, 8], 5 atoms in the
 #: plane), each a full quadrature of mmse.
 BUDGET_RTOL = 1e-8
+#: A grid counts as uniform for the budget on the grid's own levels
+#: (noisealloc.theory.information.budget_check_on_grid) when every step is within this fraction of the
+#: mean step: np.linspace rounds steps to ~1e-15 of the levels' size, and step errors e (relative)
+#: move Gregory's rule by at most e * int |h| (1e-10 of the integral, 100x below BUDGET_RTOL).
+GRID_UNIFORM_RTOL = 1e-10
 #: The I-MMSE finite-difference check compares relative errors only where the entropy rate exceeds
 #: this (THEORY.md section 3.1: "test relative accuracy wherever h exceeds 1e-8"); below it the
 #: centred difference of H divides the quadrature rounding of H by a vanishing rate.
