@@ -36,6 +36,7 @@ import math
 
 import numpy as np
 
+from noisealloc.theory._empirical_kernels import _CH, _W, _level_sums, _max_logit, _pad
 from noisealloc.theory._numba import jit, prange
 
 __all__: list[str] = []
@@ -56,32 +57,48 @@ SCREEN_CANDIDATES = 16
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
-@jit(parallel=True)
-def _screen_update_numba(g, sq_rows, sq_cols, row0, col0, top_v, top_i):
-    """Fold the screening distances ``sq_r + sq_c - 2 g`` of one (rows x cols) block into each row's
-    sorted list of its ``M`` smallest (``top_v``, ``top_i``: (K, M)); the atom itself is skipped."""
-    R, C = g.shape
+@jit
+def _screen_insert(top_v, top_i, i, d, j):
+    """Insert candidate ``j`` at screening distance ``d`` into atom ``i``'s sorted list (if it beats the last)."""
     M = top_v.shape[1]
-    for r in prange(R):
-        i = row0 + r
-        sr = sq_rows[r]
-        worst = top_v[i, M - 1]
-        for c in range(C):
-            j = col0 + c
-            d = (sr + sq_cols[c]) - 2.0 * np.float64(g[r, c])
-            if d < worst and j != i:
-                q = M - 1
-                while q > 0 and top_v[i, q - 1] > d:
-                    top_v[i, q] = top_v[i, q - 1]
-                    top_i[i, q] = top_i[i, q - 1]
-                    q -= 1
-                top_v[i, q] = d
-                top_i[i, q] = j
-                worst = top_v[i, M - 1]
+    if d < top_v[i, M - 1] and j != i:
+        q = M - 1
+        while q > 0 and top_v[i, q - 1] > d:
+            top_v[i, q] = top_v[i, q - 1]
+            top_i[i, q] = top_i[i, q - 1]
+            q -= 1
+        top_v[i, q] = d
+        top_i[i, q] = j
 
 
-def _screen_update_numpy(g, sq_rows, sq_cols, row0, col0, top_v, top_i):
+# Columns per task of the transposed update: 16 float32 = one 64-byte cache line of each row of g.
+_COLS_PER_TASK = 16
+
+
+@jit(parallel=True)
+def _screen_update_numba(g, sq_rows, sq_cols, row0, col0, top_v, top_i, transposed):
+    """Fold the screening distances ``sq_r + sq_c - 2 g`` of one (rows x cols) block into the sorted lists
+    of the ``M`` smallest (``top_v``, ``top_i``: (K, M)) of the row atoms, or with ``transposed`` of the
+    column atoms (read a cache line of columns at a time: no transposed copy); the atom itself is skipped."""
+    R, C = g.shape
+    if not transposed:
+        for r in prange(R):
+            for c in range(C):
+                _screen_insert(top_v, top_i, row0 + r, (sq_rows[r] + sq_cols[c]) - 2.0 * np.float64(g[r, c]), col0 + c)
+    else:
+        for task in prange((C + _COLS_PER_TASK - 1) // _COLS_PER_TASK):
+            c0 = task * _COLS_PER_TASK
+            c1 = min(C, c0 + _COLS_PER_TASK)
+            for r in range(R):
+                for c in range(c0, c1):
+                    _screen_insert(top_v, top_i, col0 + c, (sq_rows[r] + sq_cols[c]) - 2.0 * np.float64(g[r, c]),
+                                   row0 + r)
+
+
+def _screen_update_numpy(g, sq_rows, sq_cols, row0, col0, top_v, top_i, transposed):
     """Reference of :func:`_screen_update_numba` (same contract; ties may be kept in another order)."""
+    if transposed:
+        g, sq_rows, sq_cols, row0, col0 = g.T, sq_cols, sq_rows, col0, row0
     R, C = g.shape
     M = top_v.shape[1]
     d = sq_rows[:, None] + sq_cols[None, :] - 2.0 * g.astype(np.float64)
@@ -172,9 +189,9 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
         for t in range(s, K, bs):
             cs = slice(t, min(K, t + bs))
             g = mu32[rs] @ mu32[cs].T
-            update(g, sq[rs], sq[cs], s, t, top_v, top_i)
+            update(g, sq[rs], sq[cs], s, t, top_v, top_i, False)
             if t != s:
-                update(np.ascontiguousarray(g.T), sq[cs], sq[rs], t, s, top_v, top_i)
+                update(g, sq[rs], sq[cs], s, t, top_v, top_i, True)
     err = (D + 4) * _EPS32 * (sq[:, None] + sq[np.maximum(top_i, 0)])
     upper = np.partition(top_v + err, nn - 1, axis=1)[:, nn - 1]
     cand = (top_v - err <= upper[:, None]) & (top_i >= 0)
@@ -240,9 +257,69 @@ def _sq_dist(c, mu, c_sq, mu_sq):
     return a
 
 
+def _level_values_numpy(A, B, T, log_w, lam, h_out, m_out):
+    r"""Per level ``t`` and row ``i``: posterior entropy and half the trace-identity sum (numpy reference).
+
+    .. math::
+
+        l_{ij} = \log\pi_j - \frac{A_{ij} + 2\sigma_t B_{ij}}{2\sigma_t^2}, \quad w_{ij} = \frac{e^{l_{ij}}}
+        {\sum_{j'} e^{l_{ij'}}}, \quad h_{ti} = -\sum_j w_{ij}\log w_{ij}, \quad m_{ti} = \tfrac12\sum_j w_{ij} T_{ij},
+
+    :math:`\sigma_t = e^{-\lambda_t/2}` (log-sum-exp with the row maximum as shift; ``h`` floored at 0).
+    """
+    sig2 = np.exp(-lam)
+    sig = np.exp(-0.5 * lam)
+    for t in range(lam.size):
+        logits = log_w[None, :] - (A + 2.0 * sig[t] * B) / (2.0 * sig2[t])
+        sh = logits - logits.max(axis=1, keepdims=True)
+        ex = np.exp(sh)
+        z = ex.sum(axis=1)
+        h_out[t] = np.maximum(np.log(z) - (ex * sh).sum(axis=1) / z, 0.0)
+        m_out[t] = 0.5 * (ex * T).sum(axis=1) / z
+
+
+@jit(parallel=True)
+def _level_values_numba(A, B, T, log_w, lam, h_out, m_out):
+    """:func:`_level_values_numpy` compiled: rows in parallel, each row's logits formed as
+    ``log pi_j - a_t A_ij - b_t B_ij`` (``a_t = e^lam / 2``, ``b_t = e^(lam/2)``, the same numbers up to
+    rounding) and summed by the plain engine's vectorised exp and lane sums
+    (:func:`noisealloc.theory._empirical_kernels._level_sums`, shift = the row's largest logit)."""
+    R, K = A.shape
+    k_pad = ((K + _CH - 1) // _CH) * _CH
+    for i in prange(R):
+        c = np.empty(k_pad)
+        a_row = np.empty(k_pad)
+        b_row = np.empty(k_pad)
+        t_row = np.zeros(k_pad)
+        buf = np.empty(3 * _CH)
+        acc = np.empty(3 * _W)
+        for j in range(K):
+            c[j] = log_w[j]
+            a_row[j] = A[i, j]
+            b_row[j] = B[i, j]
+            t_row[j] = T[i, j]
+        _pad(c, a_row, b_row, K)
+        for t in range(lam.shape[0]):
+            a = 0.5 * math.exp(lam[t])
+            b = math.exp(0.5 * lam[t])
+            mx = _max_logit(c, a_row, b_row, K, a, b, acc)
+            z, ts, u = _level_sums(c, a_row, b_row, t_row, K, a, b, mx, buf, acc)
+            h = math.log(z) - ts / z
+            h_out[t, i] = h if h > 0.0 else 0.0
+            m_out[t, i] = 0.5 * u / z
+
+
 def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N_NEIGHBOURS,
-                       defensive: float = DEFENSIVE):
-    """Per-sample weighted (entropy, mmse) arrays (L, n) and the proposal's description (module docstring)."""
+                       defensive: float = DEFENSIVE, kernel: str = "auto"):
+    """Per-sample weighted (entropy, mmse) arrays (L, n) and the proposal's description (module docstring).
+
+    ``kernel``: ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` for the per-level
+    passes (:func:`_level_values_numpy` is the reference); the draws do not depend on it.
+    """
+    from noisealloc.theory._numba import HAVE_NUMBA
+
+    use_numba = kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)
+    level_values = _level_values_numba if use_numba else _level_values_numpy
     K, D = mu.shape
     mu = mu - w @ mu  # centred: smaller norms, smaller GEMM rounding
     pairs, pair_d2 = neighbour_pairs(mu, n_neighbours)
@@ -313,14 +390,11 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
         with np.errstate(divide="ignore"):
             lr = np.where(valid, np.log(rho[np.maximum(slots, 0)] if P else np.ones(slots.shape))
                           - math.log(2.0) - log_w[kk][:, None], -np.inf)
+        h_blk = np.empty((L, kk.size))
+        m_blk = np.empty((L, kk.size))
+        level_values(A, B, T, log_w, lam, h_blk, m_blk)
         for t in range(L):
-            logits = log_w[None, :] - (A + 2.0 * sig[t] * B) / (2.0 * sig2[t])
-            mx = logits.max(axis=1, keepdims=True)
-            sh = logits - mx
-            ex = np.exp(sh)
-            z = ex.sum(axis=1)
-            h_val = np.maximum(np.log(z) - (ex * sh).sum(axis=1) / z, 0.0)
-            m_val = 0.5 * (ex * T).sum(axis=1) / z
+            h_val, m_val = h_blk[t], m_blk[t]
             if P:
                 expo = lr - (e1 + 2.0 * sig[t] * e2) / (2.0 * sig2[t])
                 top = np.max(expo, axis=1)
