@@ -25,9 +25,11 @@ and the per-sample values :math:`\omega\,\tfrac12\sum_j w_j(x)\|\mu_j - \mu_k\|^
 its conditional mean given :math:`x` is :math:`\mathrm{tr}\,C(x)`) and :math:`\omega\,\mathcal H(w(x))`
 have means :math:`\mathrm{mmse}(\lambda)` and :math:`H(\lambda)`; each level subtracts the control
 variate :math:`c\,(\omega - 1)` (:math:`E_q\omega = 1`, :math:`c` by regression), which removes the
-weights' noise at low SNR.  Distances come from three GEMMs
-per block of samples (level-independent), then one pass per level; memory is bounded by
-:data:`MAX_BLOCK_ENTRIES` float64 entries per array.
+weights' noise at low SNR.  Distances come from GEMMs per block of samples (level-independent: the
+centres and the noises against all atoms, and the true atoms of the midpoint draws), then one compiled
+pass per level (:func:`_level_values_numba`; numpy reference :func:`_level_values_numpy`); memory is
+bounded by :data:`MAX_BLOCK_ENTRIES` float64 entries per array.  The pairs come from an exact
+nearest-neighbour search screened in float32 (:func:`neighbour_pairs`).
 """
 
 from __future__ import annotations
@@ -112,9 +114,26 @@ def _screen_update_numpy(g, sq_rows, sq_cols, row0, col0, top_v, top_i, transpos
     top_i[row0:row0 + R] = np.take_along_axis(ix, o, axis=1)
 
 
+@jit(parallel=True)
+def _direct_sq_numba(mu, a, b, out):
+    """``out[p] = ||mu_a[p] - mu_b[p]||^2`` summed directly (compiled: no gathered (P, D) copies)."""
+    for p in prange(a.size):
+        x = 0.0
+        for d in range(mu.shape[1]):
+            v = mu[a[p], d] - mu[b[p], d]
+            x += v * v
+        out[p] = x
+
+
 def _direct_sq(mu, a, b):
-    """||mu_a - mu_b||^2 summed directly in float64 (no cancellation), in chunks of bounded memory."""
+    """||mu_a - mu_b||^2 summed directly in float64 (no cancellation): compiled, or numpy in chunks of bounded
+    memory (the two differ only in the order of the sum's rounding)."""
+    from noisealloc.theory._numba import HAVE_NUMBA
+
     out = np.empty(a.size)
+    if HAVE_NUMBA:
+        _direct_sq_numba(mu, a, b, out)
+        return out
     step = max(1, MAX_BLOCK_ENTRIES // max(mu.shape[1], 1))
     for s in range(0, a.size, step):
         diff = mu[a[s:s + step]] - mu[b[s:s + step]]
@@ -329,9 +348,9 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     # --- draws (level independent) ---
     lam = np.asarray(lam, dtype=np.float64)
     if P:
-        # Gathering the P pair differences (P x D) costs more than the search on large images (MNIST:
-        # 30,000 x 784, 0.9 s); there the search's own distances serve.
-        rho = pair_weights(mu, w, pairs, lam, d2=pair_d2 if P * D > MAX_BLOCK_ENTRIES else None)
+        # The search's distances are direct float64 sums: no (P x D) gather of pair differences (MNIST:
+        # 30,000 x 784, 0.9 s).
+        rho = pair_weights(mu, w, pairs, lam, d2=pair_d2)
         branch = gen.random(n) < defensive
         k = gen.choice(K, size=n, p=w)
         pid = gen.choice(P, size=n, p=rho)
@@ -370,7 +389,12 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
         c_sq = np.einsum("kd,kd->k", c, c)
         A = _sq_dist(c, mu, c_sq, mu_sq)  # ||c - mu_j||^2
         B = np.einsum("id,id->i", e, c)[:, None] - e @ mu.T  # eps . (c - mu_j)
-        T = _sq_dist(mu[kk], mu, mu_sq[kk], mu_sq)  # ||mu_k - mu_j||^2 (trace identity)
+        # ||mu_k - mu_j||^2 (trace identity): on a plain draw c = mu_k, so T = A (whose entry k is exactly 0:
+        # the refinement recomputes it directly); a GEMM only for the midpoint draws' rows.
+        T = A.copy()
+        mid = np.flatnonzero(branch[sl])
+        if mid.size:
+            T[mid] = _sq_dist(mu[kk[mid]], mu, mu_sq[kk[mid]], mu_sq)
         T[np.arange(kk.size), kk] = 0.0
         # proposal terms of the incident pairs: e1 = ||c - m_p||^2 - ||c - mu_k||^2, e2 = eps.(mu_k - m_p)
         slots = inc[kk]  # (R, maxdeg)
