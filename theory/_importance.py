@@ -35,6 +35,7 @@ nearest-neighbour search screened in float32 (:func:`neighbour_pairs`).
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -341,7 +342,18 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     level_values = _level_values_numba if use_numba else _level_values_numpy
     K, D = mu.shape
     mu = mu - w @ mu  # centred: smaller norms, smaller GEMM rounding
+    # Timings (wall, CPU) of the three costly stages, reported in ``info`` (bench posterior prints them).
+    clock = {"neighbours": [0.0, 0.0], "gemm": [0.0, 0.0], "levels": [0.0, 0.0]}
+
+    def lap(stage, since):
+        now = (time.perf_counter(), time.process_time())
+        clock[stage][0] += now[0] - since[0]
+        clock[stage][1] += now[1] - since[1]
+        return now
+
+    t0 = lap("neighbours", (time.perf_counter(), time.process_time()))
     pairs, pair_d2 = neighbour_pairs(mu, n_neighbours)
+    lap("neighbours", t0)
     P = pairs.shape[0]
     n = int(n_samples)
     log_w = np.log(w)
@@ -384,6 +396,7 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     mu_sq = np.einsum("kd,kd->k", mu, mu)
     rows = max(1, MAX_BLOCK_ENTRIES // max(K, maxdeg, 1))
     for s in range(0, n, rows):
+        t0 = (time.perf_counter(), time.process_time())
         sl = slice(s, min(n, s + rows))
         c, e, kk = centre[sl], eps[sl], k[sl]
         c_sq = np.einsum("kd,kd->k", c, c)
@@ -416,7 +429,9 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
                           - math.log(2.0) - log_w[kk][:, None], -np.inf)
         h_blk = np.empty((L, kk.size))
         m_blk = np.empty((L, kk.size))
+        t0 = lap("gemm", t0)
         level_values(A, B, T, log_w, lam, h_blk, m_blk)
+        lap("levels", t0)
         for t in range(L):
             h_val, m_val = h_blk[t], m_blk[t]
             if P:
@@ -445,5 +460,8 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
         vals -= c[:, None] * (weights - 1.0)
     info = {"estimator": "importance-sampled trace identity", "proposal": "defensive nearest-neighbour midpoints",
             "n_pairs": int(P), "n_neighbours": int(n_neighbours), "defensive": float(defensive),
-            "pair_draws": int(branch.sum())}
+            "pair_draws": int(branch.sum()), "kernel": "numba" if use_numba else "numpy"}
+    for stage, (wall, cpu) in clock.items():
+        info[f"seconds_{stage}"] = wall  # wall seconds: neighbour search; distance GEMMs and proposal terms; level passes
+        info[f"seconds_cpu_{stage}"] = cpu  # CPU seconds of the process (all threads)
     return ent, mmse, k, eps, info

@@ -661,7 +661,7 @@ def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> Inform
     t0 = time.perf_counter()
     ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=n, gen=as_generator(rng))
     draws = CommonRandomNumbers(keep[k].astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
-    info.update({"seed": seed, "kernel": "numpy", "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
+    info.update({"seed": seed, "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
                  "stratified": False, "seconds": time.perf_counter() - t0})
     return InformationSamples(lam_arr, ent, mmse, draws, info)
 
