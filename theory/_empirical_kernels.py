@@ -45,7 +45,7 @@ import numpy as np
 
 from noisealloc.theory._numba import jit, prange
 
-__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive"]
+__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive", "gather_centred"]
 
 #: Below this, exp(s) is subnormal (exp(-708) ~ 3.3e-308 is near the smallest normal number): the
 #: kernel's exp then agrees with ``np.exp`` to the subnormal spacing 2**-1074, not to relative precision.
@@ -440,6 +440,15 @@ def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
             Arow[kl] = 0.0
             Brow[kl] = 0.0
         _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
+
+
+@jit(parallel=True)
+def gather_centred(src, cols, centre, out):
+    """``out[i, q] = src[i, cols[q]] - centre[q]``: a block of atoms, centred, on the coordinates ``cols``
+    (one pass; numpy's ``take`` along the columns and a subtraction are two, and ``take`` is slow)."""
+    for i in prange(src.shape[0]):
+        for q in range(cols.shape[0]):
+            out[i, q] = src[i, cols[q]] - centre[q]
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

@@ -593,7 +593,8 @@ def information_samples(
     # border pixels): the GEMM runs over the others only.
     live = live_coordinates(mu_all)
     centre = w @ mu_all
-    mk = mu_all[k][:, live] - centre[live]
+    centre_live = centre[live]
+    mk = mu_all[k][:, live] - centre_live
     eps_live = draws.eps[:, live]
     nk = np.einsum("ij,ij->i", mk, mk)
     ek = np.einsum("ij,ij->i", eps_live, mk)
@@ -624,8 +625,12 @@ def information_samples(
             stop = min(K, start + bs)
             nb = stop - start
             c0, t0 = time.process_time(), time.perf_counter()
-            mub = np.take(mu_all[start:stop], live, axis=1, out=mu_cb[:nb])
-            mub -= centre[live]
+            if use_numba:
+                mub = mu_cb[:nb]
+                kern.gather_centred(mu_all[start:stop], live, centre_live, mub)
+            else:
+                mub = np.take(mu_all[start:stop], live, axis=1, out=mu_cb[:nb])
+                mub -= centre_live
             nrm_b = np.einsum("ij,ij->i", mub, mub)
             if float32_distances:
                 mu_cb32[:nb] = mub
