@@ -39,6 +39,16 @@ def test_neighbour_pairs_equal_brute_force(kernel, screen):
         np.testing.assert_allclose(d2, ref_d2, rtol=1e-13, atol=0)
 
 
+@pytest.mark.parametrize("scale", [1e-42, 1e30, 1e140])
+def test_neighbour_pairs_at_extreme_scales(scale):
+    # float32 alone would flush these atoms to 0 or overflow to inf; the screen rescales them exactly.
+    mu = _near_duplicates()[:40] * scale
+    pairs, d2 = imp.neighbour_pairs(mu, 3, kernel="numpy")
+    ref_pairs, ref_d2 = _brute_pairs(mu, 3)
+    np.testing.assert_array_equal(pairs, ref_pairs)
+    np.testing.assert_allclose(d2, ref_d2, rtol=1e-13, atol=0)
+
+
 def test_neighbour_pairs_tiny():
     assert imp.neighbour_pairs(np.zeros((1, 3)))[0].shape == (0, 2)
     pairs, d2 = imp.neighbour_pairs(np.array([[0.0], [1.0], [3.0]]), 4)

@@ -159,7 +159,9 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
 
            |\tilde d_{ij} - d_{ij}| \le e_{ij} = (D + 4)\,\varepsilon_{32}\,(s_i + s_j)
 
-       (a factor ~2 above that bound).
+       (a factor ~2 above that bound), computed on the atoms scaled by a power of two to
+       :math:`|\mu_{id}| \le 1` (exact: no float32 overflow), plus :math:`(D + 4)\,2^{-125}` for
+       float32's subnormal range.
     2. **exact check.**  With :math:`U_i` the ``n_neighbours``-th smallest :math:`\tilde d_{ij} + e_{ij}`
        over the kept ones (an upper bound on the true ``n_neighbours``-th distance), every true
        neighbour has :math:`\tilde d_{ij} - e_{ij} \le U_i`.  If the kept list's largest value
@@ -199,8 +201,12 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
         return np.zeros((0, 2), dtype=np.int64), np.zeros(0)
     M = min(max(int(screen), nn), K - 1)
     update = _screen_update_numba if (kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)) else _screen_update_numpy
-    sq = np.einsum("kd,kd->k", mu, mu)
-    mu32 = mu.astype(np.float32)
+    # The screen works on the atoms scaled by a power of two (exact) to |coordinates| <= 1: no float32
+    # overflow, and underflow only below 2**-126 of the largest coordinate (the bound's absolute term).
+    big = float(np.max(np.abs(mu)))
+    scale = math.ldexp(1.0, -math.frexp(big)[1]) if big > 0 else 1.0
+    mu32 = (mu * scale).astype(np.float32)
+    sq = np.einsum("kd,kd->k", mu, mu) * scale * scale
     top_v = np.full((K, M), np.inf)
     top_i = np.full((K, M), -1, dtype=np.int64)
     bs = max(1, int(math.isqrt(MAX_BLOCK_ENTRIES)))
@@ -212,10 +218,11 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
             update(g, sq[rs], sq[cs], s, t, top_v, top_i, False)
             if t != s:
                 update(g, sq[rs], sq[cs], s, t, top_v, top_i, True)
-    err = (D + 4) * _EPS32 * (sq[:, None] + sq[np.maximum(top_i, 0)])
+    tiny = (D + 4) * 2.0**-125  # float32 subnormals: absolute rounding of inputs and products
+    err = (D + 4) * _EPS32 * (sq[:, None] + sq[np.maximum(top_i, 0)]) + tiny
     upper = np.partition(top_v + err, nn - 1, axis=1)[:, nn - 1]
     cand = (top_v - err <= upper[:, None]) & (top_i >= 0)
-    complete = (M == K - 1) | (top_v[:, -1] - (D + 4) * _EPS32 * (sq + sq.max()) > upper)
+    complete = (M == K - 1) | (top_v[:, -1] - (D + 4) * _EPS32 * (sq + sq.max()) - tiny > upper)
     ri, ci = np.nonzero(cand & complete[:, None])
     rows, cols = ri, top_i[ri, ci]
     lost = np.flatnonzero(~complete)
