@@ -275,9 +275,17 @@ def _midpoints(mu, pairs, which):
 
 def _sq_dist(c, mu, c_sq, mu_sq):
     """||c_i - mu_j||^2 by GEMM, small entries recomputed directly (cancellation)."""
-    a = c_sq[:, None] + mu_sq[None, :] - 2.0 * (c @ mu.T)
+    a = c @ mu.T
+    a *= -2.0  # in place: no (R x K) temporaries; rounding as (c_sq + mu_sq) - 2 g up to the order of the sum
+    a += c_sq[:, None]
+    a += mu_sq[None, :]
     np.maximum(a, 0.0, out=a)
-    ri, ci = np.nonzero(a < _REFINE * (mu.shape[1] + 2) * (c_sq[:, None] + mu_sq[None, :]))
+    # Entries to recompute: a < r (c_sq_i + mu_sq_j).  A row-wise threshold with the largest mu_sq finds a
+    # superset in one pass; the exact test runs on it alone.
+    r = _REFINE * (mu.shape[1] + 2)
+    ri, ci = np.nonzero(a < (r * (c_sq + mu_sq.max()))[:, None])
+    keep = a[ri, ci] < r * (c_sq[ri] + mu_sq[ci])
+    ri, ci = ri[keep], ci[keep]
     if ri.size:
         diff = c[ri] - mu[ci]
         a[ri, ci] = np.einsum("ij,ij->i", diff, diff)
@@ -394,12 +402,12 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     deg = np.bincount(pairs.ravel(), minlength=K) if P else np.zeros(K, np.int64)
     maxdeg = int(deg.max()) if P else 0
     inc = np.full((K, max(maxdeg, 1)), -1, dtype=np.int64)
-    fill = np.zeros(K, dtype=np.int64)
-    for p, (a, b) in enumerate(pairs):
-        inc[a, fill[a]] = p
-        fill[a] += 1
-        inc[b, fill[b]] = p
-        fill[b] += 1
+    if P:  # each atom's pairs in increasing pair order (a stable sort of the endpoints; no Python loop)
+        ends = pairs.ravel()
+        order = np.argsort(ends, kind="stable")
+        atom = ends[order]
+        slot = np.arange(atom.size) - np.searchsorted(atom, atom, side="left")
+        inc[atom, slot] = order // 2
     L = lam.size
     sig2 = np.exp(-lam)
     sig = np.exp(-0.5 * lam)
@@ -414,7 +422,8 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
         c, e, kk = centre[sl], eps[sl], k[sl]
         c_sq = np.einsum("kd,kd->k", c, c)
         A = _sq_dist(c, mu, c_sq, mu_sq)  # ||c - mu_j||^2
-        B = np.einsum("id,id->i", e, c)[:, None] - e @ mu.T  # eps . (c - mu_j)
+        B = e @ mu.T
+        np.subtract(np.einsum("id,id->i", e, c)[:, None], B, out=B)  # eps . (c - mu_j), in place
         # ||mu_k - mu_j||^2 (trace identity): on a plain draw c = mu_k, so T = A (whose entry k is exactly 0:
         # the refinement recomputes it directly); a GEMM only for the midpoint draws' rows.
         T = A.copy()

@@ -29,7 +29,8 @@ the number of CPUs), so the comparison is like for like.
 
 The profile above is the plain GEMM engine.  ``noisealloc entropy`` uses the importance sampler of
 THEORY.md section 3.1 by default; its profile is timed in the same interleaved loop and reported
-against baseline 1 and as a cost factor over the plain profile (issue 12 item 6).  Peak resident
+against baseline 1 and as a cost factor over the plain profile (issue 12 item 6), with the sampler's own
+split (neighbour search; distance GEMMs and proposal terms; level passes).  Peak resident
 memory: this process's (``getrusage``), and optionally (:func:`peak_memory`) that of
 ``noisealloc entropy --data mnist:PATH`` and ``noisealloc reproduce --quick`` run as children
 (issue 12 item 5).
