@@ -68,6 +68,7 @@ __all__ = [
     "default_block_size",
     "validate_atoms",
     "validate_weights",
+    "live_coordinates",
 ]
 
 #: |lam| above this is refused: e^lam would overflow float64 near 709.
