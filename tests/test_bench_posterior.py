@@ -21,6 +21,8 @@ def test_bench_posterior_tiny_profile(mnist_dir, capsys):
     assert re.search(r"ratio profile / baseline 2 = [0-9.]+ wall, [0-9.]+ CPU", out)
     assert re.search(r"CPU seconds .* ratio [0-9.]+", out)
     assert re.search(r"importance sampler .* ratio to baseline 1 = [0-9.]+ wall .* added cost x[0-9.]+ wall", out)
+    assert re.search(r"importance split: neighbour search [0-9.]+ s wall / [0-9.]+ s CPU, distance GEMMs and proposal "
+                     r"terms [0-9.]+ s wall / [0-9.]+ s CPU, level passes [0-9.]+ s wall / [0-9.]+ s CPU", out)
     assert re.search(r"peak resident memory of this benchmark process: [0-9]+ MiB", out)
 
 

@@ -126,6 +126,24 @@ def test_samples_match_dense_float64(seed, K, D, block):
         assert_close_rel(s.mmse, M, EMPIRICAL_DENSE_RTOL, msg=f"mmse {kernel_name}")
 
 
+@given(seed=st.integers(0, 2**16), K=st.integers(1, 30), D=st.integers(1, 8), n_const=st.integers(1, 5))
+@example(seed=0, K=1, D=1, n_const=1)
+def test_samples_with_constant_coordinates_match_dense(seed, K, D, n_const):
+    # Coordinates where all atoms agree (MNIST's border pixels) are skipped by the GEMM: the dense route
+    # over all coordinates, with the noise in every coordinate, must still agree.
+    mu, w = small_mixture(seed, K, D)
+    rng = np.random.default_rng(seed + 1)
+    const = np.broadcast_to(rng.uniform(-3.0, 3.0, n_const), (K, n_const))
+    order = rng.permutation(D + n_const)
+    mu = np.hstack([mu, const])[:, order]
+    lam = np.array([-6.0, -2.0, 0.0, 1.5, 4.0])
+    for kernel_name in ("numba", "numpy"):
+        s = information_samples(mu, w, lam, n_samples=6, rng=seed, kernel=kernel_name)
+        H, M = dense_samples(mu, w, lam, s.draws.atom_index, s.draws.eps)
+        assert_close_rel(s.entropy, H, EMPIRICAL_DENSE_RTOL, msg=f"entropy {kernel_name}")
+        assert_close_rel(s.mmse, M, EMPIRICAL_DENSE_RTOL, msg=f"mmse {kernel_name}")
+
+
 def test_samples_match_dense_float32():
     for K, D in [(20, 3), (200, 50), (300, 784)]:
         mu, w = small_mixture(K + D, K, D)

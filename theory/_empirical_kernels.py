@@ -45,7 +45,7 @@ import numpy as np
 
 from noisealloc.theory._numba import jit, prange
 
-__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive"]
+__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive", "gather_centred"]
 
 #: Below this, exp(s) is subnormal (exp(-708) ~ 3.3e-308 is near the smallest normal number): the
 #: kernel's exp then agrees with ``np.exp`` to the subnormal spacing 2**-1074, not to relative precision.
@@ -202,8 +202,10 @@ def exp_nonpositive(s):
 
 
 @jit
-def _level_sums(c, A, B, n, a, b, shift, buf, acc):
-    """``(Z, T, U)`` over the first ``n`` candidates; entries ``[n, ceil(n / _CH) _CH)`` must be padding."""
+def _level_sums(c, A, B, W, n, a, b, shift, buf, acc):
+    """``(Z, T, U)`` over the first ``n`` candidates, ``U = sum_j e_j W_j`` (``W = A`` in this module; the
+    importance sampler weights by other distances); entries ``[n, ceil(n / _CH) _CH)`` must be padding
+    (``W`` finite there)."""
     if n < _SCALAR_MAX:
         z = t = u = 0.0
         for j in range(n):
@@ -211,14 +213,14 @@ def _level_sums(c, A, B, n, a, b, shift, buf, acc):
             e = _exp_scalar(s)
             z += e
             t += e * s
-            u += e * A[j]
+            u += e * W[j]
         return z, t, u
     for q in range(3 * _W):
         acc[q] = 0.0
     n_pad = ((n + _CH - 1) // _CH) * _CH
     for j0 in range(0, n_pad, _CH):
         _stage_reduce(c, A, B, j0, a, b, shift, buf)
-        _stage_sums(A, j0, buf, acc)
+        _stage_sums(W, j0, buf, acc)
     return _lane_sum(acc, 0), _lane_sum(acc, _W), _lane_sum(acc, 2 * _W)
 
 
@@ -376,7 +378,7 @@ def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
             else:
                 mx = _max_logit(c, A, B, n, a, b, acc)
                 m_new = mx if mx > floor else floor
-        zb, tb, ub = _level_sums(c, A, B, n, a, b, m_new, buf, acc)
+        zb, tb, ub = _level_sums(c, A, B, A, n, a, b, m_new, buf, acc)
         _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
         # Prune once the lowest possible logit falls below the underflow relative to ref.
         if ((cmin - a * amax) - b * bmax) - ref < EXP_UNDERFLOW - _PRUNE_MARGIN:
@@ -438,6 +440,15 @@ def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
             Arow[kl] = 0.0
             Brow[kl] = 0.0
         _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
+
+
+@jit(parallel=True)
+def gather_centred(src, cols, centre, out):
+    """``out[i, q] = src[i, cols[q]] - centre[q]``: a block of atoms, centred, on the coordinates ``cols``
+    (one pass; numpy's ``take`` along the columns and a subtraction are two, and ``take`` is slow)."""
+    for i in prange(src.shape[0]):
+        for q in range(cols.shape[0]):
+            out[i, q] = src[i, cols[q]] - centre[q]
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

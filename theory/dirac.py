@@ -341,8 +341,14 @@ class DiracMixture:
     @cached_property
     def total_variance(self) -> float:
         r""":math:`\mathrm{Var}(P) = \sum_k \pi_k \|\mu_k - \bar\mu\|^2`, the limit of :math:`\mathrm{mmse}(\lambda)` as :math:`\lambda \to -\infty`."""
+        return float(self.weights @ self._centred_sq_norms)
+
+    @cached_property
+    def _centred_sq_norms(self) -> np.ndarray:
+        r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms (MNIST: a 63 MB temporary) shared
+        by :attr:`total_variance` and :attr:`_low_snr_level`."""
         centred = self.atoms - self.weights @ self.atoms
-        return float(self.weights @ np.einsum("kd,kd->k", centred, centred))
+        return np.einsum("kd,kd->k", centred, centred)
 
     # ------------------------------------------------------------------ span
     @cached_property
@@ -526,8 +532,7 @@ class DiracMixture:
     @cached_property
     def _low_snr_level(self) -> float:
         """Largest lam at which e^lam R^2 <= LOW_SNR_LIMIT (R: largest distance of an atom from the mean)."""
-        centred = self.atoms - self.weights @ self.atoms
-        r2 = float(np.max(np.einsum("kd,kd->k", centred, centred)))
+        r2 = float(np.max(self._centred_sq_norms))
         return math.log(LOW_SNR_LIMIT / r2) if r2 > 0 else math.inf
 
     def underflow_level(self) -> float:

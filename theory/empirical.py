@@ -68,6 +68,7 @@ __all__ = [
     "default_block_size",
     "validate_atoms",
     "validate_weights",
+    "live_coordinates",
 ]
 
 #: |lam| above this is refused: e^lam would overflow float64 near 709.
@@ -169,6 +170,32 @@ def default_block_size(n_rows: int, n_atoms: int) -> int:
     cap = int(max(1, min(n_atoms, max(64, _BLOCK_ELEMENTS // max(n_rows, 1)))))
     n_blocks = -(-n_atoms // cap)
     return int(-(-n_atoms // n_blocks))
+
+
+def live_coordinates(atoms) -> np.ndarray:
+    r"""Indices of the coordinates in which not all atoms agree.
+
+    A coordinate :math:`d` with :math:`\mu_{1d} = \dots = \mu_{Kd}` adds exactly 0 to every
+    :math:`\|\mu_k - \mu_j\|^2`, to every :math:`\varepsilon \cdot (\mu_k - \mu_j)` and to every
+    distance from a midpoint of atoms, so distance GEMMs may skip it.
+
+    Parameters
+    ----------
+    atoms : ndarray, shape (K, D)
+
+    Returns
+    -------
+    ndarray of int64, shape (D',)
+        Increasing; all of ``range(D)`` when every coordinate varies (or ``K = 1``: then none
+        varies, and all are kept so that shapes stay non-empty).
+
+    Examples
+    --------
+    >>> live_coordinates(np.array([[0.0, 1.0, 5.0], [0.0, 2.0, 5.0]])).tolist()
+    [1]
+    """
+    live = np.flatnonzero(np.any(atoms != atoms[:1], axis=0))
+    return live if live.size else np.arange(atoms.shape[1])
 
 
 def _use_numba() -> bool:
@@ -563,14 +590,19 @@ def information_samples(
 
     # Centring (smaller norms, smaller rounding error in A), block by block into one reused
     # buffer: no centred copy of all atoms, no fresh page-faulting allocation per block.
+    # Coordinates where every atom agrees add exactly 0 to every A and B (MNIST test set: 116 of 784
+    # border pixels): the GEMM runs over the others only.
+    live = live_coordinates(mu_all)
     centre = w @ mu_all
-    mk = mu_all[k] - centre
+    centre_live = centre[live]
+    mk = mu_all[k][:, live] - centre_live
+    eps_live = draws.eps[:, live]
     nk = np.einsum("ij,ij->i", mk, mk)
-    ek = np.einsum("ij,ij->i", draws.eps, mk)
+    ek = np.einsum("ij,ij->i", eps_live, mk)
     dtype = np.float32 if float32_distances else np.float64
-    stacked = np.vstack([mk, draws.eps]).astype(dtype)
-    mu_cb = np.empty((min(bs, K), D))
-    mu_cb32 = np.empty((min(bs, K), D), dtype=np.float32) if float32_distances else None
+    stacked = np.vstack([mk, eps_live]).astype(dtype)
+    mu_cb = np.empty((min(bs, K), live.size))
+    mu_cb32 = np.empty((min(bs, K), live.size), dtype=np.float32) if float32_distances else None
     g_flat = np.empty(2 * n * min(bs, K), dtype=dtype)
     eps_gemm = _EPS32 if float32_distances else _EPS
     log_w = np.log(w)
@@ -594,7 +626,12 @@ def information_samples(
             stop = min(K, start + bs)
             nb = stop - start
             c0, t0 = time.process_time(), time.perf_counter()
-            mub = np.subtract(mu_all[start:stop], centre, out=mu_cb[:nb])
+            if use_numba:
+                mub = mu_cb[:nb]
+                kern.gather_centred(mu_all[start:stop], live, centre_live, mub)
+            else:
+                mub = np.take(mu_all[start:stop], live, axis=1, out=mu_cb[:nb])
+                mub -= centre_live
             nrm_b = np.einsum("ij,ij->i", mub, mub)
             if float32_distances:
                 mu_cb32[:nb] = mub
@@ -661,7 +698,7 @@ def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> Inform
     t0 = time.perf_counter()
     ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=n, gen=as_generator(rng))
     draws = CommonRandomNumbers(keep[k].astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
-    info.update({"seed": seed, "kernel": "numpy", "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
+    info.update({"seed": seed, "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
                  "stratified": False, "seconds": time.perf_counter() - t0})
     return InformationSamples(lam_arr, ent, mmse, draws, info)
 

@@ -29,7 +29,8 @@ the number of CPUs), so the comparison is like for like.
 
 The profile above is the plain GEMM engine.  ``noisealloc entropy`` uses the importance sampler of
 THEORY.md section 3.1 by default; its profile is timed in the same interleaved loop and reported
-against baseline 1 and as a cost factor over the plain profile (issue 12 item 6).  Peak resident
+against baseline 1 and as a cost factor over the plain profile (issue 12 item 6), with the sampler's own
+split (neighbour search; distance GEMMs and proposal terms; level passes).  Peak resident
 memory: this process's (``getrusage``), and optionally (:func:`peak_memory`) that of
 ``noisealloc entropy --data mnist:PATH`` and ``noisealloc reproduce --quick`` run as children
 (issue 12 item 5).
@@ -103,6 +104,9 @@ class PosteriorBenchResult:
         passes), wall and CPU seconds.
     profile_importance, cpu_profile_importance : float
         The same profile with the importance sampler (wall, CPU seconds; NaN when not measured).
+    importance_split : tuple of float
+        The sampler's own split of its best run, wall and CPU seconds of each stage: (neighbour search,
+        CPU; distance GEMMs and proposal terms, CPU; level passes, CPU); empty when not measured.
     peak_rss : int
         Peak resident memory of this process after the measurement (bytes, ``ru_maxrss``).
     """
@@ -126,6 +130,7 @@ class PosteriorBenchResult:
     cpu_engine_levels: float
     profile_importance: float = float("nan")
     cpu_profile_importance: float = float("nan")
+    importance_split: tuple = ()
     peak_rss: int = 0
 
     @property
@@ -202,6 +207,7 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
         wall["profile_importance"] = []
     cpu = {key: [] for key in wall}
     split = None
+    split_importance = ()
 
     def timed(key, fn):
         # Start from a quiet state: after a GEMM, OpenBLAS's worker threads keep polling for
@@ -223,7 +229,10 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
         timed("gemm_profile", lambda: np.matmul(left, right.T, out=out2))
         timed("gemm_single", lambda: np.matmul(left[:samples], right.T, out=out1))
         if importance:
-            timed("profile_importance", lambda: posterior_profile(images, lam, samples, False, importance=True))
+            prof = timed("profile_importance", lambda: posterior_profile(images, lam, samples, False, importance=True))
+            if wall["profile_importance"][-1] == min(wall["profile_importance"]):
+                split_importance = tuple(prof.info.get(f"seconds{c}_{stage}", float("nan"))
+                                         for stage in ("neighbours", "gemm", "levels") for c in ("", "_cpu"))
     best = {key: min(v) for key, v in wall.items()}
     best_cpu = {key: min(v) for key, v in cpu.items()}
     nan = float("nan")
@@ -235,7 +244,8 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
         levels=int(levels), dtype=np.dtype(dtype).name, engine_gemm=split[0], engine_levels=split[1],
         cpu_engine_gemm=split[2], cpu_engine_levels=split[3],
         profile_importance=best.get("profile_importance", nan),
-        cpu_profile_importance=best_cpu.get("profile_importance", nan), peak_rss=peak_rss_self(),
+        cpu_profile_importance=best_cpu.get("profile_importance", nan), importance_split=split_importance,
+        peak_rss=peak_rss_self(),
     )
 
 

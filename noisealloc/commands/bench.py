@@ -88,6 +88,10 @@ def _posterior_run(args) -> int:
               f"{r.cpu_profile_importance:.3f} s CPU; ratio to baseline 1 = {ri:.2f} wall ({verdict(ri)} the target "
               f"<= 2.0), {cri:.2f} CPU ({verdict(cri)} it); added cost x{ci:.2f} wall, x{cci:.2f} CPU of the plain "
               "profile")
+        if r.importance_split:
+            nb, nbc, gm, gmc, lv, lvc = r.importance_split
+            print(f"  [importance split: neighbour search {nb:.3f} s wall / {nbc:.3f} s CPU, distance GEMMs and "
+                  f"proposal terms {gm:.3f} s wall / {gmc:.3f} s CPU, level passes {lv:.3f} s wall / {lvc:.3f} s CPU]")
     print(f"peak resident memory of this benchmark process: {r.peak_rss / 2**20:.0f} MiB")
     if args.memory:
         _posterior_memory(args)
