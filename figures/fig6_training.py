@@ -93,8 +93,14 @@ def _sizes(quick: bool) -> dict:
     if quick:
         return {"N_values": [128, 256, 512, 1024, 2048, 4096], "seeds": 3, "q": 256, "ridge": 1e-3,
                 "eval_levels": 33, "eval_n": 64, "h_levels": 49, "h_samples": 256}
+    # --full: figure 6 in about 25 min on 2 cores (issue 14; CPU seconds measured under load, 2026-12-02).
+    # Before: the MNIST cell 430 s (h from 4096 samples x 129 levels 72 s, held-out set 55 s, 3 curves of
+    # 100 s: the held-out gap costs levels x eval_n x q x D per N and seed), Dirac 85 s, digits 110-120 s.
+    # Now (33 levels x 128 pairs, 1024 samples): MNIST 312 s (h 23 s, held-out set 60 s, curves 76 s),
+    # so the four cells take ~5 min on two workers.  The N grid, seeds and q are unchanged; the held-out
+    # set is shared by every schedule, so the ratios stay paired.
     return {"N_values": [128, 256, 512, 1024, 2048, 4096, 8192, 16384], "seeds": 6, "q": 512, "ridge": 1e-3,
-            "eval_levels": 65, "eval_n": 256, "h_levels": 129, "h_samples": 4096}
+            "eval_levels": 33, "eval_n": 128, "h_levels": 129, "h_samples": 1024}
 
 
 def coupled_data(mnist=None) -> list[str]:
@@ -251,7 +257,7 @@ IL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_n
 def _independent_sizes(quick: bool) -> dict:
     if quick:
         return {"N": 20000, "cells": 16, "seeds": 50}
-    return {"N": 100000, "cells": 24, "seeds": 400}
+    return {"N": 100000, "cells": 24, "seeds": 400}  # --full: 28 s CPU per schedule cell (measured), 6 cells
 
 
 def _il_model():
@@ -349,7 +355,12 @@ def _neural_sizes(quick: bool) -> dict:
         return {"steps": 1500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 3,
                 "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
                 "online_refresh": 100}
-    return {"steps": 4000, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
+    # --full: 5 data x 8 schedules x 5 seeds = 200 cells.  Measured per cell under load (one XLA thread):
+    # a step 1.3-1.5 ms (Dirac, digits) or 3.2 ms (MNIST, D = 784); evaluations 1.3-3.3 s; once per
+    # worker process the population h of MNIST (368 s, both entropic rules).  4000 steps projected
+    # ~2960 CPU s for this regime alone (25 min on 2 workers); 2500 steps ~2340 s, leaving room for
+    # regimes (i) and (ii).  Seeds stay at 5 (the issue's minimum for the bootstrap intervals).
+    return {"steps": 2500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
             "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 256,
             "online_refresh": 100}
 
