@@ -12,9 +12,15 @@ r"""Figure 6: does it train faster?  Training efficiency in three regimes (THEOR
   (:mod:`noisealloc.verify.neural`, :mod:`noisealloc.verify.neural_efficiency`) trained for a fixed
   number of steps at a fixed batch size under each schedule; held-out diffusion loss
   (:mod:`noisealloc.verify.heldout`) against steps, mean +- s.e. over seeds; steps to a common target
-  as ratios with paired bootstrap intervals.  The (data x schedule x seed) cells go through the sweep
-  engine (:mod:`noisealloc.verify.sweep`): cached in ``OUT/fig6_cells``, resumable, on a LocalCluster
-  of two worker processes or on the cluster of ``scheduler``.  This regime judges claims C4 and C5.
+  as ratios with paired bootstrap intervals.  This regime judges claims C4 and C5.
+
+Every regime's work goes through the sweep engine (:mod:`noisealloc.verify.sweep`) as cells: one per
+data set in (i) (kind ``fig6-coupled``, cached in ``OUT/fig6_coupled_cells``), one per schedule in (ii)
+(``fig6-independent``, ``OUT/fig6_independent_cells``), one per (data x schedule x seed) in (iii)
+(``neural``, ``OUT/fig6_cells``), on a LocalCluster of two worker processes or on the cluster of
+``scheduler``.  A cell's cache key holds its sizes, seed and code version, so an interrupted run
+resumes without recomputing a finished cell and a changed configuration is never reused; the
+cells' counters (cached / computed) and timings are written to ``OUT/fig6_cells.json``.
 
 Schedules: the square-root entropic schedule (exact h for the Dirac mixture; the *empirical* h of the
 training split for binarised images, which are discrete; the *population* h of the training split's
@@ -29,6 +35,8 @@ Run alone: ``python -m noisealloc.figures.fig6_training --out DIR [--quick|--ful
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from noisealloc.figures import _common as C
@@ -36,31 +44,120 @@ from noisealloc.figures import _common as C
 NAME = "fig6_training"
 LAM_MIN, LAM_MAX = -8.0, 8.0
 SCHEDULES = ("sqrt-entropic", "edm_lognormal", "cosine")
+#: Cell caches inside the output directory: one sweep-engine folder per regime (a folder holds one
+#: sweep's identity, so the regimes cannot share one).  Regime (iii)'s keeps its historical name.
+COUPLED_DIR = "fig6_coupled_cells"
+INDEPENDENT_DIR = "fig6_independent_cells"
+CELLS_DIR = "fig6_cells"
+#: Counters and timings of the last run's cells (kept out of the numbers file: they vary with the cache state).
+CELLS_FILE = "fig6_cells.json"
+
+
+def _spec(name: str, kind: str, fixed: dict, grid: dict):
+    from noisealloc.verify.sweep import parse_sweep
+
+    return parse_sweep({"sweep": {"name": name, "kind": kind}, "fixed": fixed, "grid": grid})
+
+
+def _run_cells(spec, cells_dir, scheduler):
+    """The cells through the sweep engine (cached in ``cells_dir``, resumable), on Dask."""
+    from noisealloc.verify.sweep import run_sweep
+
+    return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2)
+
+
+def _sweep_records(spec, cells_dir, scheduler, progress, regime: str) -> tuple[list, dict]:
+    """Every cell record of ``spec`` (cached ones read, missing ones computed) and the counters of this call.
+
+    Raises RuntimeError naming the regime when a cell is missing or failed (its error is in
+    ``cells_dir/failed``; a rerun retries it and reuses every finished cell).
+    """
+    if progress is not None:
+        progress(f"{regime} {spec.n_cells} cells")
+    res = _run_cells(spec, cells_dir, scheduler)
+    if not res.complete:
+        failed = list(getattr(res, "failed", []) or [])
+        why = f"; first failure: {failed[0]['error']}" if failed else ""
+        missing = sum(r is None for r in res.records)
+        raise RuntimeError(f"fig6 regime {regime}: {missing} of {res.n_cells} cells missing{why} "
+                           f"(finished cells are kept in {cells_dir}; a rerun computes only the others)")
+    counts = {"total": res.n_cells, "cached": res.n_cached, "computed": res.n_computed}
+    if progress is not None:
+        progress(f"{regime} {res.n_cached} cached, {res.n_computed} computed")
+    return list(res.records), counts
+
+
 
 
 def _sizes(quick: bool) -> dict:
     if quick:
         return {"N_values": [128, 256, 512, 1024, 2048, 4096], "seeds": 3, "q": 256, "ridge": 1e-3,
                 "eval_levels": 33, "eval_n": 64, "h_levels": 49, "h_samples": 256}
+    # --full: figure 6 in about 25 min on 2 cores (issue 14; CPU seconds measured under load, 2026-12-02).
+    # Before: the MNIST cell 430 s (h from 4096 samples x 129 levels 72 s, held-out set 55 s, 3 curves of
+    # 100 s: the held-out gap costs levels x eval_n x q x D per N and seed), Dirac 85 s, digits 110-120 s.
+    # Now (33 levels x 128 pairs, 1024 samples): MNIST 312 s (h 23 s, held-out set 60 s, curves 76 s),
+    # so the four cells take ~5 min on two workers.  The N grid, seeds and q are unchanged; the held-out
+    # set is shared by every schedule, so the ratios stay paired.
     return {"N_values": [128, 256, 512, 1024, 2048, 4096, 8192, 16384], "seeds": 6, "q": 512, "ridge": 1e-3,
-            "eval_levels": 65, "eval_n": 256, "h_levels": 129, "h_samples": 4096}
+            "eval_levels": 33, "eval_n": 128, "h_levels": 129, "h_samples": 1024}
 
 
-def datasets(mnist=None) -> list[tuple[str, bool, object]]:
-    """``(name, discrete, model)`` of every data set of the figure (MNIST only when a path is known)."""
+def coupled_data(mnist=None) -> list[str]:
+    """Names of regime (i)'s data sets, in row order (MNIST only when a path is known; its name carries the path).
+
+    Parameters
+    ----------
+    mnist : str or Path, optional
+        MNIST directory (default ``$NOISEALLOC_MNIST_DIR`` when set, else no MNIST row).
+
+    Returns
+    -------
+    list of str
+        Names accepted by :func:`coupled_model`.
+    """
+    names = ["dirac:K=16,D=8,sep=1,seed=0", "digits-binarised", "digits"]
+    mnist_dir = C.resolve_mnist(mnist)
+    if mnist_dir:
+        names.append(f"mnist:{mnist_dir}")
+    return names
+
+
+def coupled_model(name: str) -> tuple[str, bool, object]:
+    """``(label, discrete, model)`` of one regime-(i) data set, loaded from its name (a worker process does this).
+
+    Parameters
+    ----------
+    name : str
+        ``"dirac:..."`` (a :func:`noisealloc.theory.datasets.load_data` SPEC), ``"digits-binarised"``,
+        ``"digits"`` or ``"mnist:PATH"``.
+
+    Returns
+    -------
+    label : str
+        The row's name in the figure (``"mnist"`` without its path).
+    discrete : bool
+    model : DiracMixture
+
+    Raises
+    ------
+    ValueError
+        An unknown name.
+    """
     from noisealloc.theory.datasets import load_data, load_digits, load_mnist
     from noisealloc.theory.dirac import DiracMixture
 
-    images, _ = load_digits()
-    out = [
-        ("dirac:K=16,D=8,sep=1,seed=0", True, load_data("dirac:K=16,D=8,sep=1,seed=0")),
-        ("digits-binarised", True, DiracMixture(np.where(images > 0.0, 1.0, -1.0))),
-        ("digits", False, DiracMixture(images)),
-    ]
-    mnist_dir = C.resolve_mnist(mnist)
-    if mnist_dir:
-        out.append(("mnist", False, DiracMixture(load_mnist(mnist_dir)[0])))
-    return out
+    if not isinstance(name, str):
+        raise ValueError(f"data must be dirac:..., digits-binarised, digits or mnist:PATH; got {name!r}")
+    if name.startswith("dirac:"):
+        return name, True, load_data(name)
+    if name == "digits-binarised":
+        return name, True, DiracMixture(np.where(load_digits()[0] > 0.0, 1.0, -1.0))
+    if name == "digits":
+        return name, False, DiracMixture(load_digits()[0])
+    if name.startswith("mnist:") and len(name) > len("mnist:"):
+        return "mnist", False, DiracMixture(load_mnist(name[len("mnist:"):])[0])
+    raise ValueError(f"data must be dirac:..., digits-binarised, digits or mnist:PATH; got {name!r}")
 
 
 def _schedules(model, sizes, seed):
@@ -73,40 +170,79 @@ def _schedules(model, sizes, seed):
     return scheds, s, heuristic_shift(s)
 
 
-def _compute_coupled(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    """Regime (i): the random-feature ridge readout shared by every level (the former figure 6, unchanged)."""
+def cell_coupled(*, data: str, seed: int, N_values: list, seeds: int, q: int, ridge: float, eval_levels: int,
+                 eval_n: int, h_levels: int, h_samples: int) -> dict:
+    """One row of regime (i): every schedule's training curve on one data set (a sweep-engine cell, kind ``fig6-coupled``).
+
+    Parameters
+    ----------
+    data : str
+        See :func:`coupled_model`.
+    seed : int
+        The figure's seed: training seeds ``1000 seed + j``, Monte-Carlo ``h`` and held-out set from it.
+    N_values : list of int
+        Training-set sizes.
+    seeds : int
+        Number of training seeds.
+    q, ridge : int, float
+        Random features and ridge of the readout.
+    eval_levels, eval_n : int
+        Held-out grid levels and pairs per level.
+    h_levels, h_samples : int
+        Entropy-rate profile of the sqrt-entropic schedule.
+
+    Returns
+    -------
+    dict
+        The row: ``data``, ``discrete``, ``dim``, ``n_atoms``, ``data_std``, ``heuristic_shift``, ``curves``
+        (``mean``, ``stderr``, ``gaps`` per schedule), ``target``, ``N_to_target``, ``ratio_vs_sqrt_entropic``.
+
+    References
+    ----------
+    THEORY.md §6.6 (i).
+    """
     from noisealloc.verify.training import make_eval_set, samples_to_target, training_curve
 
-    sz = _sizes(quick)
-    seeds = [seed * 1000 + j for j in range(sz["seeds"])]
-    rows = []
-    data = datasets(mnist)
-    for i, (name, discrete, model) in enumerate(data):
-        stage = f"{i + 1}/{len(data)} {name}"
-        if progress is not None:
-            progress(f"(i) {stage}: entropy rate and held-out set")
-        scheds, s, shift = _schedules(model, sz, seed)
-        ev = make_eval_set(model, LAM_MIN, LAM_MAX, levels=sz["eval_levels"], n=sz["eval_n"],
-                           rng=np.random.default_rng([seed, 66]))
-        curves = {}
-        for key in SCHEDULES:
-            if progress is not None:
-                progress(f"(i) {stage}: training under {key}")
-            c = training_curve(model, scheds[key], sz["N_values"], seeds, ev, q=sz["q"], ridge=sz["ridge"], name=key)
-            curves[key] = {"mean": c.mean, "stderr": c.stderr, "gaps": c.gaps}
-        target = max(float(curves[k]["mean"][-1]) for k in SCHEDULES)
-        n_to = {k: samples_to_target(sz["N_values"], curves[k]["mean"], target) for k in SCHEDULES}
-        ratio = {k: n_to[k] / n_to["sqrt-entropic"] for k in SCHEDULES}
-        rows.append({"data": name, "discrete": discrete, "dim": int(model.dim), "n_atoms": int(model.n_atoms),
-                     "data_std": s, "heuristic_shift": shift, "curves": curves, "target": target,
-                     "N_to_target": n_to, "ratio_vs_sqrt_entropic": ratio})
-    return {"figure": NAME, "N_values": sz["N_values"], "seeds": seeds, "rows": rows, "quick": quick, "seed": seed,
-            "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
-            "data_scale": "data used as loaded; EDM and cosine densities shifted by 2 log(s / 0.5) in lambda "
-                          "(s = per-coordinate data std); the sqrt-entropic schedule needs no such choice",
-            "target_rule": "target = max over schedules of the mean gap at the largest N; "
-                           "N_to_target by log-log interpolation; ratio = N_schedule / N_sqrt-entropic"}
+    sz = {"h_levels": int(h_levels), "h_samples": int(h_samples)}
+    label, discrete, model = coupled_model(data)
+    seed_list = [int(seed) * 1000 + j for j in range(int(seeds))]
+    scheds, s, shift = _schedules(model, sz, int(seed))
+    ev = make_eval_set(model, LAM_MIN, LAM_MAX, levels=int(eval_levels), n=int(eval_n),
+                       rng=np.random.default_rng([int(seed), 66]))
+    curves = {}
+    for key in SCHEDULES:
+        c = training_curve(model, scheds[key], list(N_values), seed_list, ev, q=int(q), ridge=float(ridge), name=key)
+        curves[key] = {"mean": c.mean, "stderr": c.stderr, "gaps": c.gaps}
+    target = max(float(curves[k]["mean"][-1]) for k in SCHEDULES)
+    n_to = {k: samples_to_target(N_values, curves[k]["mean"], target) for k in SCHEDULES}
+    ratio = {k: n_to[k] / n_to["sqrt-entropic"] for k in SCHEDULES}
+    return {"data": label, "discrete": discrete, "dim": int(model.dim), "n_atoms": int(model.n_atoms),
+            "data_std": s, "heuristic_shift": shift, "curves": curves, "target": target,
+            "N_to_target": n_to, "ratio_vs_sqrt_entropic": ratio}
 
+
+def _compute_coupled(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=None,
+                     progress=None) -> tuple[dict, dict]:
+    """Regime (i): the random-feature ridge readout shared by every level, one cell per data set cached in
+    ``out_dir/COUPLED_DIR``.
+
+    Returns the document (the former figure 6's keys) and the cell counters and timings.
+    """
+    sz = _sizes(quick)
+    fixed = {k: v for k, v in sz.items() if k != "seeds"}
+    fixed.update({"seeds": sz["seeds"], "seed": seed})
+    spec = _spec("fig6-coupled", "fig6-coupled", fixed, {"data": coupled_data(mnist)})
+    records, counts = _sweep_records(spec, Path(out_dir) / COUPLED_DIR, scheduler, progress, "(i)")
+    rows = [rec["result"] for rec in records]
+    counts["timings"] = [{"data": rec["config"]["data"], "seconds": rec["seconds"]} for rec in records]
+    seeds = [seed * 1000 + j for j in range(sz["seeds"])]
+    doc = {"figure": NAME, "N_values": sz["N_values"], "seeds": seeds, "rows": rows, "quick": quick, "seed": seed,
+           "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
+           "data_scale": "data used as loaded; EDM and cosine densities shifted by 2 log(s / 0.5) in lambda "
+                         "(s = per-coordinate data std); the sqrt-entropic schedule needs no such choice",
+           "target_rule": "target = max over schedules of the mean gap at the largest N; "
+                          "N_to_target by log-log interpolation; ratio = N_schedule / N_sqrt-entropic"}
+    return doc, counts
 
 
 # ----------------------------------------------------------------------------- regime (ii)
@@ -121,7 +257,7 @@ IL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_n
 def _independent_sizes(quick: bool) -> dict:
     if quick:
         return {"N": 20000, "cells": 16, "seeds": 50}
-    return {"N": 100000, "cells": 24, "seeds": 400}
+    return {"N": 100000, "cells": 24, "seeds": 400}  # --full: 28 s CPU per schedule cell (measured), 6 cells
 
 
 def _il_model():
@@ -144,39 +280,74 @@ def _il_schedule(model, name, lo, hi):
     return shifted_heuristic(name, s, lo, hi)
 
 
-def _compute_independent(*, quick: bool, seed: int, progress=None) -> dict:
-    """Regime (ii): independent OLS learners per cell, each schedule against the square-root law."""
+def cell_independent(*, schedule: str, seed: int, N: int, cells: int, seeds: int) -> dict:
+    """One row of regime (ii): ``schedule`` against the square-root law (a sweep-engine cell, kind ``fig6-independent``).
+
+    Parameters
+    ----------
+    schedule : str
+        One of :data:`IL_SCHEDULES`.
+    seed : int
+        The figure's seed (the runs draw from ``[seed, 80, index of schedule]``).
+    N, cells, seeds : int
+        Training samples per run, lambda-cells and simulated runs
+        (:func:`noisealloc.verify.learners.independent_learners`).
+
+    Returns
+    -------
+    dict
+        :meth:`IndependentLearnersResult.to_dict` with ``schedule``, or ``{"schedule", "error"}`` when the
+        schedule starves a cell (an infinite loss: a result, said in the table, not a failure).
+
+    Raises
+    ------
+    ValueError
+        ``schedule`` is not one of :data:`IL_SCHEDULES`.
+
+    References
+    ----------
+    THEORY.md §6.6 (ii).
+    """
     from noisealloc.verify.learners import independent_learners
 
-    sz = _independent_sizes(quick)
+    if schedule not in IL_SCHEDULES:
+        raise ValueError(f"schedule must be one of {IL_SCHEDULES}; got {schedule!r}")
+    i = IL_SCHEDULES.index(schedule)
     model = _il_model()
     lo, hi = IL_INTERVAL
-    rows = []
-    for i, name in enumerate(IL_SCHEDULES):
-        if progress is not None:
-            progress(f"(ii) independent learners under {name}")
-        sched = _il_schedule(model, name, lo, hi)
-        try:
-            r = independent_learners(model, sched, N=sz["N"], lam_min=lo, lam_max=hi, cells=sz["cells"],
-                                     seeds=sz["seeds"], rng=np.random.default_rng([seed, 80, i]))
-        except ValueError as exc:  # a schedule that starves a cell: infinite loss, said in the table
-            rows.append({"schedule": name, "error": str(exc)})
-            continue
-        d = r.to_dict()
-        d["schedule"] = name
-        rows.append(d)
-    return {"model": f"GaussianManifold(D={IL_DIM}, variances={list(IL_VARIANCES)})", "interval": list(IL_INTERVAL),
-            **sz, "rows": rows,
-            "finite_n": "exact OLS prediction sum_u a_u/(n_u-q-1) (Gaussian design); Theorem 2's factor is its "
-                        "N -> infinity limit",
-            "heuristics": "shifted to the law's exact data scale"}
+    sched = _il_schedule(model, schedule, lo, hi)
+    try:
+        r = independent_learners(model, sched, N=int(N), lam_min=lo, lam_max=hi, cells=int(cells),
+                                 seeds=int(seeds), rng=np.random.default_rng([int(seed), 80, i]))
+    except ValueError as exc:  # a schedule that starves a cell: infinite loss, said in the table
+        return {"schedule": schedule, "error": str(exc)}
+    d = r.to_dict()
+    d["schedule"] = schedule
+    return d
+
+
+def _compute_independent(*, quick: bool, seed: int, out_dir, scheduler=None, progress=None) -> tuple[dict, dict]:
+    """Regime (ii): independent OLS learners per lambda-cell, one sweep cell per schedule (against the square-root
+    law) cached in ``out_dir/INDEPENDENT_DIR``.
+
+    Returns the document and the cell counters and timings.
+    """
+    sz = _independent_sizes(quick)
+    spec = _spec("fig6-independent", "fig6-independent", {**sz, "seed": seed}, {"schedule": list(IL_SCHEDULES)})
+    records, counts = _sweep_records(spec, Path(out_dir) / INDEPENDENT_DIR, scheduler, progress, "(ii)")
+    rows = [rec["result"] for rec in records]
+    counts["timings"] = [{"schedule": rec["config"]["schedule"], "seconds": rec["seconds"]} for rec in records]
+    doc = {"model": f"GaussianManifold(D={IL_DIM}, variances={list(IL_VARIANCES)})", "interval": list(IL_INTERVAL),
+           **sz, "rows": rows,
+           "finite_n": "exact OLS prediction sum_u a_u/(n_u-q-1) (Gaussian design); Theorem 2's factor is its "
+                       "N -> infinity limit",
+           "heuristics": "shifted to the law's exact data scale"}
+    return doc, counts
 
 
 # ----------------------------------------------------------------------------- regime (iii)
 NEURAL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda",
                     "online", "sqrt-pilot")
-#: Name of the cell cache inside the output directory.
-CELLS_DIR = "fig6_cells"
 
 
 def _neural_sizes(quick: bool) -> dict:
@@ -184,7 +355,12 @@ def _neural_sizes(quick: bool) -> dict:
         return {"steps": 1500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 3,
                 "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
                 "online_refresh": 100}
-    return {"steps": 4000, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
+    # --full: 5 data x 8 schedules x 5 seeds = 200 cells.  Measured per cell under load (one XLA thread):
+    # a step 1.3-1.5 ms (Dirac, digits) or 3.2 ms (MNIST, D = 784); evaluations 1.3-3.3 s; once per
+    # worker process the population h of MNIST (368 s, both entropic rules).  4000 steps projected
+    # ~2960 CPU s for this regime alone (25 min on 2 workers); 2500 steps ~2340 s, leaving room for
+    # regimes (i) and (ii).  Seeds stay at 5 (the issue's minimum for the bootstrap intervals).
+    return {"steps": 2500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
             "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 256,
             "online_refresh": 100}
 
@@ -199,52 +375,29 @@ def _neural_data(quick: bool, mnist) -> list[str]:
     return names
 
 
-def _run_cells(spec, cells_dir, scheduler):
-    """The cells through the sweep engine (cached in ``cells_dir``, resumable), on Dask."""
-    from noisealloc.verify.sweep import run_sweep
+def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=None, progress=None) -> tuple[dict, dict]:
+    """Regime (iii): the (data x schedule x seed) training cells through the sweep engine (cached in
+    ``out_dir/CELLS_DIR``), then the comparison.
 
-    return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2)
-
-
-def _compute_neural(*, quick: bool, seed: int, mnist=None, out_dir=None, scheduler=None, progress=None) -> dict:
-    """Regime (iii): the (data x schedule x seed) training cells through the sweep engine, then the comparison."""
-    import tempfile
-    from pathlib import Path
-
+    Returns the document and the cell counters and timings.
+    """
     from noisealloc.verify.neural_efficiency import compare_schedules
-    from noisealloc.verify.sweep import parse_sweep
 
     sz = _neural_sizes(quick)
     data = _neural_data(quick, mnist)
     seeds = [seed * 1000 + j for j in range(sz["seeds"])]
     fixed = {k: v for k, v in sz.items() if k != "seeds"}
     fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX})
-    spec = parse_sweep({"sweep": {"name": "fig6-neural", "kind": "neural"},
-                        "fixed": fixed, "grid": {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds}})
-    if progress is not None:
-        progress(f"(iii) {len(data) * len(NEURAL_SCHEDULES) * len(seeds)} training cells")
-    tmp = None
-    if out_dir is None:
-        tmp = tempfile.TemporaryDirectory()
-        out_dir = tmp.name
-    cells_dir = Path(out_dir) / CELLS_DIR
-    res = _run_cells(spec, cells_dir, scheduler)
-    if tmp is not None:
-        tmp.cleanup()
-    if not res.complete:  # pragma: no cover - run_sweep only returns incomplete when stopped on purpose
-        raise RuntimeError(f"fig6 regime (iii): {res.n_cells - sum(r is not None for r in res.records)} cells missing")
-    if out_dir is not None and tmp is None:
-        # Counters and timings vary between runs (cache state, machine load): kept out of the numbers file.
-        C.write_json(Path(out_dir) / "fig6_cells.json", {
-            "cells": {"total": res.n_cells, "cached": res.n_cached, "computed": res.n_computed},
-            "timings": [{"data": r["config"]["data"], "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
-                         "seconds": r["seconds"], "compile_time": r["result"].get("compile_time"),
-                         "step_time": r["result"].get("step_time"), "eval_time": r["result"].get("eval_time")}
-                        for r in res.records]})
+    spec = _spec("fig6-neural", "neural", fixed, {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds})
+    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR, scheduler, progress, "(iii)")
+    counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
+                          "seconds": r["seconds"], "compile_time": r["result"].get("compile_time"),
+                          "step_time": r["result"].get("step_time"), "eval_time": r["result"].get("eval_time")}
+                         for r in records]
     rows = []
     for d in data:
         recs = {}
-        for rec in res.records:
+        for rec in records:
             c = rec["config"]
             if c["data"] == d:
                 if "error" in rec["result"]:
@@ -268,27 +421,43 @@ def _compute_neural(*, quick: bool, seed: int, mnist=None, out_dir=None, schedul
                                    for s in NEURAL_SCHEDULES},
             "gap_mean": gap, "comparison": cmp,
         })
-    return {"schedules": list(NEURAL_SCHEDULES), "seeds": seeds, "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
-            "rows": rows, "cells_file": "fig6_cells.json (cell counters and timings of the last run)",
-            "target_rule": "target = L0 - 1/2 (L0 - max over schedules of the final mean held-out loss), L0 the "
-                           "shared initial loss; steps to target = the step from which the mean curve stays at or "
-                           "below it, by log-log interpolation between checkpoints; "
-                           "ratio = steps(schedule) / steps(sqrt-entropic) with a 95% paired bootstrap interval "
-                           "over seeds (> 1: the square-root entropic schedule needs fewer steps)",
-            "metric": "held-out diffusion loss 1/2 int e^lam E||D(x, lam) - x0||^2 dlam (nats per example) on a "
-                      "frozen test set (never trained on; same noise for every schedule and seed)",
-            "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split for "
-                      "binarised images (discrete data); population h (manifold-smoothed training split) for "
-                      "grey-level images"}
+    doc = {"schedules": list(NEURAL_SCHEDULES), "seeds": seeds, "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
+           "rows": rows, "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
+           "target_rule": "target = L0 - 1/2 (L0 - max over schedules of the final mean held-out loss), L0 the "
+                          "shared initial loss; steps to target = the step from which the mean curve stays at or "
+                          "below it, by log-log interpolation between checkpoints; "
+                          "ratio = steps(schedule) / steps(sqrt-entropic) with a 95% paired bootstrap interval "
+                          "over seeds (> 1: the square-root entropic schedule needs fewer steps)",
+           "metric": "held-out diffusion loss 1/2 int e^lam E||D(x, lam) - x0||^2 dlam (nats per example) on a "
+                     "frozen test set (never trained on; same noise for every schedule and seed)",
+           "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split for "
+                     "binarised images (discrete data); population h (manifold-smoothed training split) for "
+                     "grey-level images"}
+    return doc, counts
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out_dir=None, scheduler=None) -> dict:
-    """All three regimes; the coupled control keeps the former figure 6's keys at the top level."""
-    doc = _compute_coupled(quick=quick, seed=seed, mnist=mnist, progress=progress)
-    doc["regime"] = "(i) coupled control: top-level rows; (ii) independent; (iii) neural"
-    doc["independent"] = _compute_independent(quick=quick, seed=seed, progress=progress)
-    doc["neural"] = _compute_neural(quick=quick, seed=seed, mnist=mnist, out_dir=out_dir, scheduler=scheduler,
-                                    progress=progress)
+    """All three regimes; the coupled control keeps the former figure 6's keys at the top level.
+
+    Every regime's cells go through the sweep engine, cached in ``out_dir`` (:data:`COUPLED_DIR`,
+    :data:`INDEPENDENT_DIR`, :data:`CELLS_DIR`; a temporary folder when ``out_dir`` is None), so an
+    interrupted run resumes without recomputing a finished cell.  The cells' counters and timings go to
+    ``out_dir/CELLS_FILE``, never into the numbers: a cached cell gives the same numbers as a computed one.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = Path(tmp) if out_dir is None else Path(out_dir)
+        kw = {"quick": quick, "seed": seed, "out_dir": cache, "scheduler": scheduler, "progress": progress}
+        doc, c1 = _compute_coupled(mnist=mnist, **kw)
+        doc["regime"] = "(i) coupled control: top-level rows; (ii) independent; (iii) neural"
+        doc["independent"], c2 = _compute_independent(**kw)
+        doc["neural"], c3 = _compute_neural(mnist=mnist, **kw)
+    if out_dir is not None:
+        # "cells" and "timings" are regime (iii)'s (the report's cell line reads them).
+        C.write_json(Path(out_dir) / CELLS_FILE, {
+            "cells": {k: c3[k] for k in ("total", "cached", "computed")}, "timings": c3["timings"],
+            "coupled": c1, "independent": c2})
     return doc
 
 
@@ -388,8 +557,9 @@ def plot(doc: dict, path) -> None:
 def run(out_dir, *, quick: bool = True, seed: int = 0, mnist=None, progress=None, scheduler=None) -> dict:
     """Compute, write ``fig6_training.{json,png,config.json}``; return their paths.
 
-    The regime-(iii) cells are cached in ``out_dir/fig6_cells`` (a rerun computes only missing cells);
-    ``scheduler`` is the address of an existing Dask scheduler (default: a LocalCluster of 2 workers).
+    The cells of all three regimes are cached in ``out_dir`` (``fig6_coupled_cells``, ``fig6_independent_cells``,
+    ``fig6_cells``; a rerun computes only missing cells; counters in ``fig6_cells.json``); ``scheduler`` is the
+    address of an existing Dask scheduler (default: a LocalCluster of 2 workers).
     """
     return C.run_figure(NAME, compute, plot, out_dir, seed=seed,
                         options={"quick": quick, "mnist": bool(C.resolve_mnist(mnist)), **_sizes(quick),

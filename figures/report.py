@@ -407,6 +407,11 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                 counts = (f"  Cells: {c['total']} ({c['cached']} reused from the cell cache, {c['computed']} computed "
                           f"in this run); median step time {1e3 * float(np.median(st)):.2f} ms; compiling "
                           f"{ct:.1f} s of {tot:.1f} s cell time ({100 * ct / max(tot, 1e-9):.1f}%).")
+                for regime, key in (("(i)", "coupled"), ("(ii)", "independent")):
+                    r = cells.get(key)
+                    if r:  # absent in files written before regimes (i) and (ii) were cached
+                        counts += (f"  Regime {regime}: {r['total']} cells ({r['cached']} reused, {r['computed']} "
+                                   f"computed; {sum(t['seconds'] for t in r['timings']):.1f} s cell time).")
             lines += [f"Figure 6 regime (iii): {neu['metric']}; {neu['sizes']['steps']} Adam steps at batch "
                       f"{neu['sizes']['batch_size']}, {len(neu['seeds'])} seeds; {neu['h_note']}.{counts}", ""]
         lines += fig6_controls(f6)

@@ -167,50 +167,134 @@ def test_fig5_reproducible_small(tmp_path, monkeypatch):
     assert all(C.from_json_float(v["V_ratio"]) >= 1 - 1e-6 for v in t.values())
 
 
-def test_fig6_coupled_control_small(monkeypatch):
-    from noisealloc.figures import fig6_training as F
-    from noisealloc.theory.datasets import load_data
+class _LazyInlineClient:
+    """A stand-in for a Dask client: each task runs in this process when its result is asked for, so a sweep
+    stopped after k cells (``stop_after``) has computed exactly k, like a killed run."""
 
-    monkeypatch.setattr(F, "datasets", lambda m=None: [("dirac:K=3,D=1,sep=1,seed=0", True,
-                                                        load_data("dirac:K=3,D=1,sep=1,seed=0"))])
+    def submit(self, fn, *args, key=None, pure=None):
+        class Future:
+            def __init__(self):
+                self._done, self._value = False, None
+
+            def result(self):
+                if not self._done:
+                    self._value, self._done = fn(*args), True
+                return self._value
+
+            def done(self):
+                return self._done
+
+            def cancel(self):
+                pass
+
+        return Future()
+
+
+def _fig6_small(monkeypatch, *, stop=None):
+    """Figure 6 at tiny sizes with the real sweep engine run in this process; ``stop = {kind: k}`` stops that
+    regime's sweep after k computed cells (an interrupted run)."""
+    import distributed
+
+    from noisealloc.figures import fig6_training as F
+    from noisealloc.verify import sweep as S
+
+    monkeypatch.setattr(F, "coupled_data", lambda m=None: ["dirac:K=3,D=1,sep=1,seed=0", "dirac:K=2,D=2,sep=1,seed=0"])
     monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
                                                  "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
-    a = F._compute_coupled(quick=True, seed=0)
-    b = F._compute_coupled(quick=True, seed=0)
-    row = a["rows"][0]
-    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
-    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
-    np.testing.assert_array_equal(row["curves"]["edm_lognormal"]["gaps"], b["rows"][0]["curves"]["edm_lognormal"]["gaps"])
-
-
-@pytest.mark.slow
-def test_fig6_reproducible_small(tmp_path, monkeypatch):
-    """All three regimes at tiny sizes, twice, bit for bit (about 40 s on a loaded 2-core machine)."""
-    from noisealloc.figures import fig6_training as F
-    from noisealloc.theory.datasets import load_data
-    from noisealloc.verify.sweep import cell_key, code_version, expand_grid, run_cell
-
-    monkeypatch.setattr(F, "datasets", lambda m=None: [("dirac:K=3,D=1,sep=1,seed=0", True,
-                                                        load_data("dirac:K=3,D=1,sep=1,seed=0"))])
-    monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
-                                                 "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
+    monkeypatch.setattr(F, "IL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "cosine"))
     monkeypatch.setattr(F, "_independent_sizes", lambda q: {"N": 4000, "cells": 8, "seeds": 5})
     monkeypatch.setattr(F, "_neural_sizes", lambda q: {
         "steps": 8, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2, "checkpoints": 2,
         "eval_levels": 9, "eval_n": 32, "h_levels": 17, "h_samples": 64, "online_refresh": 4})
     monkeypatch.setattr(F, "_neural_data", lambda q, m: ["dirac:K=3,D=8,sep=1,seed=0"])
-    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "online"))
+    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal"))
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
+    stop = stop or {}
 
-    def inline(spec, cells_dir, scheduler):  # the sweep engine's cell runner without a Dask cluster
-        version = code_version(spec.kind)
-        cells = expand_grid(spec)
-        recs = [run_cell(spec.kind, c, str(cells_dir), cell_key(spec.kind, c, version)) for c in cells]
-
-        class Res:
-            complete, n_cells, n_cached, n_computed, records = True, len(recs), 0, len(recs), recs
-        return Res()
+    def inline(spec, cells_dir, scheduler):
+        kind = next(k for k, v in S.CELL_KINDS.items() if v == spec.kind)
+        return S.run_sweep(spec, cells_dir, client=_LazyInlineClient(), stop_after=stop.get(kind))
 
     monkeypatch.setattr(F, "_run_cells", inline)
+    return F
+
+
+def test_fig6_coupled_control_small(tmp_path, monkeypatch):
+    F = _fig6_small(monkeypatch)
+    a, counts = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path / "a")
+    b, _ = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path / "b")
+    assert counts["total"] == counts["computed"] == 2 and counts["cached"] == 0
+    row = a["rows"][0]
+    assert row["data"] == "dirac:K=3,D=1,sep=1,seed=0" and row["dim"] == 1
+    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
+    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+    np.testing.assert_array_equal(row["curves"]["edm_lognormal"]["gaps"], b["rows"][0]["curves"]["edm_lognormal"]["gaps"])
+
+
+def test_fig6_cell_names_rejected():
+    from noisealloc.figures import fig6_training as F
+
+    with pytest.raises(ValueError, match="data must be dirac"):
+        F.coupled_model("mnist:")
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        F.cell_independent(schedule="karras", seed=0, N=100, cells=4, seeds=2)
+
+
+def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch):
+    """Every regime is cached: a run stopped in regime (i), then one stopped in regime (iii), then a finishing
+    run compute each cell exactly once, and give the numbers of an uninterrupted run byte for byte."""
+    from noisealloc.verify.sweep import run_counts
+
+    out = tmp_path / "resumed"
+    F = _fig6_small(monkeypatch, stop={"fig6-coupled": 1})
+    with pytest.raises(RuntimeError, match=r"regime \(i\): 1 of 2 cells missing"):
+        F.run(out, quick=True, seed=0)
+    F = _fig6_small(monkeypatch, stop={"neural": 1})
+    with pytest.raises(RuntimeError, match=r"regime \(iii\): 3 of 4 cells missing"):
+        F.run(out, quick=True, seed=0)
+    F = _fig6_small(monkeypatch)
+    resumed = F.run(out, quick=True, seed=0)
+    cells = json.loads((out / F.CELLS_FILE).read_text())
+    assert cells["cells"] == {"total": 4, "cached": 1, "computed": 3}  # regime (iii)
+    assert {k: cells["coupled"][k] for k in ("total", "cached", "computed")} == {"total": 2, "cached": 2, "computed": 0}
+    assert {k: cells["independent"][k] for k in ("total", "cached", "computed")} == {"total": 3, "cached": 3,
+                                                                                      "computed": 0}
+    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (F.CELLS_DIR, 4)):
+        counts = run_counts(out / sub)
+        assert len(counts) == n and set(counts.values()) == {1}, (sub, counts)  # each cell computed once
+    again = F.run(out, quick=True, seed=0)  # all cached: nothing computed, same bytes
+    cells = json.loads((out / F.CELLS_FILE).read_text())
+    assert [cells[k]["computed"] for k in ("cells", "coupled", "independent")] == [0, 0, 0]
+    text = R.write_report(out).read_text()
+    assert "Cells: 4 (4 reused from the cell cache, 0 computed" in text
+    assert "Regime (i): 2 cells (2 reused, 0 computed" in text and "Regime (ii): 3 cells (3 reused, 0 computed" in text
+    fresh = F.run(tmp_path / "fresh", quick=True, seed=0)
+    assert resumed["numbers"].read_bytes() == fresh["numbers"].read_bytes() == again["numbers"].read_bytes()
+    doc = json.loads(fresh["numbers"].read_text())
+    assert [r["data"] for r in doc["rows"]] == ["dirac:K=3,D=1,sep=1,seed=0", "dirac:K=2,D=2,sep=1,seed=0"]
+    assert [r["schedule"] for r in doc["independent"]["rows"]] == list(F.IL_SCHEDULES)
+
+
+def test_fig6_changed_size_is_not_reused(tmp_path, monkeypatch):
+    """A cached regime-(i) cell of other sizes is never reused: the cell key holds every size."""
+    F = _fig6_small(monkeypatch)
+    _, first = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+    assert first["computed"] == 2
+    _, same = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+    assert same["cached"] == 2 and same["computed"] == 0
+    _, other_seed = F._compute_coupled(quick=True, seed=1, out_dir=tmp_path / "s")
+    assert other_seed["computed"] == 2
+    sizes = F._sizes(True)
+    monkeypatch.setattr(F, "_sizes", lambda q: {**sizes, "q": 8})
+    with pytest.raises(ValueError, match="holds another sweep"):  # refused, never silently mixed
+        F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_fig6_reproducible_small(tmp_path, monkeypatch):
+    """All three regimes at tiny sizes, twice, bit for bit."""
+    F = _fig6_small(monkeypatch)
+    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "online"))
     doc = _run_twice(F, tmp_path)
     row = doc["rows"][0]
     assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0

@@ -151,3 +151,25 @@ def test_compare_schedules_targets_what_every_schedule_reaches():
     assert rows["slow"]["lo"] <= 3.0 <= rows["slow"]["hi"] and rows["slow"]["lo"] > 1.0
     with pytest.raises(ValueError, match="reference must be one of"):
         E.compare_schedules(steps, curves, reference="edm")
+
+
+@pytest.mark.slow
+def test_entropic_rules_share_one_population_h_bitwise():
+    """make_levels estimates the population h once for both rules; each schedule equals a fresh estimate's (digits)."""
+    from noisealloc.theory.population import population_schedule
+    from noisealloc.verify import neural_efficiency as NE
+
+    d = NE.prepare_data("digits")
+    lo, hi = -8.0, 8.0
+    u = np.linspace(lo, hi, 1001)
+    for order in (("sqrt-entropic", "entropic"), ("entropic", "sqrt-entropic")):
+        NE._SCHEDULES.clear()
+        NE._POPULATION_RATES.clear()
+        got = {s: NE.make_levels(d, s, lo, hi, h_levels=33, h_samples=64) for s in order}
+        assert len(NE._POPULATION_RATES) == 1
+        for s, rule in (("sqrt-entropic", "sqrt-entropy"), ("entropic", "entropy")):
+            ref = population_schedule(d.train, np.linspace(lo, hi, 33), rule=rule, n_samples=64,
+                                      rng=np.random.default_rng([NE.DATA_SEED, 3]), name=s,
+                                      law=NE._POPULATION_LAWS[d.name]).result.schedule
+            np.testing.assert_array_equal(got[s].pdf(u), ref.pdf(u), err_msg=s)
+            np.testing.assert_array_equal(got[s].sample(500, rng=1), ref.sample(500, rng=1), err_msg=s)

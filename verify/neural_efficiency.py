@@ -69,6 +69,9 @@ DATA_SEED = 20260611
 _SCHEDULES: dict = {}
 #: Manifold-smoothed laws of the image training splits built in this process (keyed by data name).
 _POPULATION_LAWS: dict = {}
+#: Per-process cache of the population h profile (EntropicScheduleResult) per (data, interval, sizes): the
+#: Monte-Carlo h does not depend on the rule, so "sqrt-entropic" and "entropic" share one estimate.
+_POPULATION_RATES: dict = {}
 #: h_source of continuous image data: the population h of the training split's manifold-smoothed law.
 POPULATION_SOURCE = "population (manifold-smoothed training split)"
 #: Validation examples of the pilot run of the two-stage schedule (never the test split).
@@ -245,12 +248,21 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
         elif data.population and schedule in ENTROPIC_SCHEDULES:
             from noisealloc.theory.population import population_schedule, smoothed_empirical_law
 
+            from noisealloc.theory.entropic import schedule_from_rate
+
             if data.name not in _POPULATION_LAWS:  # neighbour search and local PCAs: once per data set
                 _POPULATION_LAWS[data.name] = smoothed_empirical_law(data.train)
-            _SCHEDULES[key] = population_schedule(
-                data.train, np.linspace(lo, hi, int(h_levels)), rule=ENTROPIC_SCHEDULES[schedule],
-                n_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]), name=schedule,
-                law=_POPULATION_LAWS[data.name]).result.schedule
+            rate_key = (data.name, lo, hi, int(h_levels), int(h_samples))
+            if rate_key not in _POPULATION_RATES:  # MNIST: about 220 s of Monte Carlo, shared by both rules
+                _POPULATION_RATES[rate_key] = population_schedule(
+                    data.train, np.linspace(lo, hi, int(h_levels)), rule=ENTROPIC_SCHEDULES[schedule],
+                    n_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]), name=schedule,
+                    law=_POPULATION_LAWS[data.name]).result
+            r = _POPULATION_RATES[rate_key]
+            # The same call population_schedule makes on its h: the schedule is identical to a fresh estimate's.
+            _SCHEDULES[key] = schedule_from_rate(r.lam, r.h, h_stderr=r.h_stderr, rule=ENTROPIC_SCHEDULES[schedule],
+                                                 coordinate="lambda", floor=0.0, method=r.method,
+                                                 name=schedule).schedule
         else:
             _SCHEDULES[key] = training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels),
                                                 h_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]))

@@ -89,6 +89,9 @@ CELL_KINDS = {
     "training": "noisealloc.verify.sweep:cell_training",
     "demo": "noisealloc.verify.sweep:cell_demo",
     "neural": "noisealloc.verify.neural_efficiency:cell_neural",
+    # Figure 6's regimes (i) and (ii), one cell per data set / schedule, so that `reproduce` caches them too.
+    "fig6-coupled": "noisealloc.figures.fig6_training:cell_coupled",
+    "fig6-independent": "noisealloc.figures.fig6_training:cell_independent",
 }
 
 
@@ -387,6 +390,8 @@ CELL_DEPENDENCIES = {
     "noisealloc.verify.sweep:cell_demo": (),
     "noisealloc.verify.neural_efficiency:cell_neural": ("noisealloc.theory", "noisealloc.verify.neural",
                                                         "noisealloc.verify.heldout", "noisealloc.verify.training"),
+    "noisealloc.figures.fig6_training:cell_coupled": ("noisealloc.theory", "noisealloc.verify.training"),
+    "noisealloc.figures.fig6_training:cell_independent": ("noisealloc.theory", "noisealloc.verify.learners"),
 }
 
 

@@ -27,8 +27,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--only", default=None, metavar="LIST",
                         help=f"comma-separated subset of {','.join(FIGURES)} (default: all)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="address of an existing Dask scheduler for figure 6's training cells (default: a "
-                             "LocalCluster of 2 worker processes); the cells are cached in DIR/fig6_cells")
+                        help="address of an existing Dask scheduler for figure 6's cells (default: a "
+                             "LocalCluster of 2 worker processes); the cells of its three regimes are cached in "
+                             "DIR/fig6_coupled_cells, DIR/fig6_independent_cells and DIR/fig6_cells")
     parser.add_argument("--force", action="store_true",
                         help="recompute every figure (default: a figure whose numbers in DIR come from the same "
                              "request, i.e. mode, seed, MNIST, version and source code, is reused)")
