@@ -201,7 +201,7 @@ def _fig6_small(monkeypatch, *, stop=None):
     monkeypatch.setattr(F, "coupled_data", lambda m=None: ["dirac:K=3,D=1,sep=1,seed=0", "dirac:K=2,D=2,sep=1,seed=0"])
     monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
                                                  "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
-    monkeypatch.setattr(F, "IL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "cosine"))
+    monkeypatch.setattr(F, "IL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "cosine"))  # the grid; the cells index the full tuple
     monkeypatch.setattr(F, "_independent_sizes", lambda q: {"N": 4000, "cells": 8, "seeds": 5})
     monkeypatch.setattr(F, "_neural_sizes", lambda q: {
         "steps": 8, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2, "checkpoints": 2,
@@ -232,7 +232,7 @@ def test_fig6_coupled_control_small(tmp_path, monkeypatch):
 
 
 def test_fig6_cell_names_rejected():
-    from noisealloc.figures import fig6_training as F
+    from noisealloc.verify import regime_cells as F
 
     with pytest.raises(ValueError, match="data must be dirac"):
         F.coupled_model("mnist:")

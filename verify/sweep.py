@@ -90,8 +90,8 @@ CELL_KINDS = {
     "demo": "noisealloc.verify.sweep:cell_demo",
     "neural": "noisealloc.verify.neural_efficiency:cell_neural",
     # Figure 6's regimes (i) and (ii), one cell per data set / schedule, so that `reproduce` caches them too.
-    "fig6-coupled": "noisealloc.figures.fig6_training:cell_coupled",
-    "fig6-independent": "noisealloc.figures.fig6_training:cell_independent",
+    "fig6-coupled": "noisealloc.verify.regime_cells:cell_coupled",
+    "fig6-independent": "noisealloc.verify.regime_cells:cell_independent",
 }
 
 
@@ -390,8 +390,8 @@ CELL_DEPENDENCIES = {
     "noisealloc.verify.sweep:cell_demo": (),
     "noisealloc.verify.neural_efficiency:cell_neural": ("noisealloc.theory", "noisealloc.verify.neural",
                                                         "noisealloc.verify.heldout", "noisealloc.verify.training"),
-    "noisealloc.figures.fig6_training:cell_coupled": ("noisealloc.theory", "noisealloc.verify.training"),
-    "noisealloc.figures.fig6_training:cell_independent": ("noisealloc.theory", "noisealloc.verify.learners"),
+    "noisealloc.verify.regime_cells:cell_coupled": ("noisealloc.theory", "noisealloc.verify.training"),
+    "noisealloc.verify.regime_cells:cell_independent": ("noisealloc.theory", "noisealloc.verify.learners"),
 }
 
 
