@@ -355,7 +355,7 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
 
     use_numba = kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)
     level_values = _level_values_numba if use_numba else _level_values_numpy
-    from noisealloc.theory.empirical import live_coordinates
+    from noisealloc.theory._limits import live_coordinates
 
     K, D = mu.shape
     # Centred (smaller norms, smaller GEMM rounding), on the coordinates where the atoms differ: the

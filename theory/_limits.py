@@ -110,3 +110,29 @@ def dirac_underflow_snr(n_atoms: int, min_distance: float) -> float:
     for _ in range(8):  # increasing fixed-point iteration; converges in a few steps
         e = -LOG_UNDERFLOW + math.log(n_atoms) + math.log(max(d2, 2.0 * e, 1.24))
     return 8.0 * (e + 1.0) / d2
+
+
+def live_coordinates(atoms) -> np.ndarray:
+    r"""Indices of the coordinates in which not all atoms agree.
+
+    A coordinate :math:`d` with :math:`\mu_{1d} = \dots = \mu_{Kd}` adds exactly 0 to every
+    :math:`\|\mu_k - \mu_j\|^2`, to every :math:`\varepsilon \cdot (\mu_k - \mu_j)` and to every
+    distance from a midpoint of atoms, so distance GEMMs may skip it.
+
+    Parameters
+    ----------
+    atoms : ndarray, shape (K, D)
+
+    Returns
+    -------
+    ndarray of int64, shape (D',)
+        Increasing; all of ``range(D)`` when every coordinate varies (or ``K = 1``: then none
+        varies, and all are kept so that shapes stay non-empty).
+
+    Examples
+    --------
+    >>> live_coordinates(np.array([[0.0, 1.0, 5.0], [0.0, 2.0, 5.0]])).tolist()
+    [1]
+    """
+    live = np.flatnonzero(np.any(atoms != atoms[:1], axis=0))
+    return live if live.size else np.arange(atoms.shape[1])

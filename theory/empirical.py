@@ -53,7 +53,7 @@ import numpy as np
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
-from noisealloc.theory._limits import refuse_complex
+from noisealloc.theory._limits import live_coordinates, refuse_complex
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -170,32 +170,6 @@ def default_block_size(n_rows: int, n_atoms: int) -> int:
     cap = int(max(1, min(n_atoms, max(64, _BLOCK_ELEMENTS // max(n_rows, 1)))))
     n_blocks = -(-n_atoms // cap)
     return int(-(-n_atoms // n_blocks))
-
-
-def live_coordinates(atoms) -> np.ndarray:
-    r"""Indices of the coordinates in which not all atoms agree.
-
-    A coordinate :math:`d` with :math:`\mu_{1d} = \dots = \mu_{Kd}` adds exactly 0 to every
-    :math:`\|\mu_k - \mu_j\|^2`, to every :math:`\varepsilon \cdot (\mu_k - \mu_j)` and to every
-    distance from a midpoint of atoms, so distance GEMMs may skip it.
-
-    Parameters
-    ----------
-    atoms : ndarray, shape (K, D)
-
-    Returns
-    -------
-    ndarray of int64, shape (D',)
-        Increasing; all of ``range(D)`` when every coordinate varies (or ``K = 1``: then none
-        varies, and all are kept so that shapes stay non-empty).
-
-    Examples
-    --------
-    >>> live_coordinates(np.array([[0.0, 1.0, 5.0], [0.0, 2.0, 5.0]])).tolist()
-    [1]
-    """
-    live = np.flatnonzero(np.any(atoms != atoms[:1], axis=0))
-    return live if live.size else np.arange(atoms.shape[1])
 
 
 def _use_numba() -> bool:
