@@ -467,6 +467,9 @@ def _branch_and_bound_proof(prob: Problem, best, run_from):
             f"proved lower bound {bb.lower:.10g}")
     if closed:
         return best, "global", what + f", so no allocation is below V (1 - {SANDWICH_GLOBAL_RTOL:g})"
+    if bb.closed:  # closed around a lower point that the polish could not certify
+        return best, "local (KKT)", what + (f" around V = {bb.upper:.10g}, below the returned point; the "
+                                            "certified polish from there failed")
     return best, "local (KKT)", what + f" (open: budget of {SANDWICH_BNB_MAX_BOXES} boxes spent)"
 
 
