@@ -204,6 +204,8 @@ def solve(
 def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None, n_random_starts=None,
            global_search=None) -> SolveResult:
     check_choice(method, "method", METHODS)
+    if global_search is not None and not isinstance(global_search, (bool, np.bool_)):
+        raise ValueError(f"global_search must be True, False or None; got {global_search!r}")
     if method == "auto":
         method = "multiplicative" if prob.convex else "frank-wolfe"
     if method == "multiplicative" and not prob.convex:
@@ -432,8 +434,6 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
     proof = (f"best of {values.size} starts (uniform or p0, surrogate optimum, {n_given} given, "
              f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
              f"{n_best} at the best")
-    if global_search is not None and not isinstance(global_search, (bool, np.bool_)):
-        raise ValueError(f"global_search must be True, False or None; got {global_search!r}")
     if global_search is None:
         global_search = prob.m == 2 and prob.n <= SANDWICH_BNB_MAX_LEVELS
         if prob.m == 2 and not global_search:
