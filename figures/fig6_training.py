@@ -17,7 +17,9 @@ r"""Figure 6: does it train faster?  Training efficiency in three regimes (THEOR
 Every regime's work goes through the sweep engine (:mod:`noisealloc.verify.sweep`) as cells: one per
 data set in (i) (kind ``fig6-coupled``, cached in ``OUT/fig6_coupled_cells``), one per schedule in (ii)
 (``fig6-independent``, ``OUT/fig6_independent_cells``), one per (data x schedule x seed) in (iii)
-(``neural``, ``OUT/fig6_cells``), on a LocalCluster of two worker processes or on the cluster of
+(``neural``, ``OUT/fig6_cells``), preceded by one per (schedule x data) for the costly part of the
+entropic and pilot schedules (``fig6-schedule``, ``OUT/fig6_schedule_cells``: an entropy-rate profile
+or a pilot run, kept in ``OUT/fig6_shared`` and read by every training cell), on a LocalCluster of two worker processes or on the cluster of
 ``scheduler``.  A cell's cache key holds its sizes, seed and code version, so an interrupted run
 resumes without recomputing a finished cell and a changed configuration is never reused; the
 cells' counters (cached / computed) and timings are written to ``OUT/fig6_cells.json``.
@@ -50,6 +52,13 @@ NAME = "fig6_training"
 COUPLED_DIR = "fig6_coupled_cells"
 INDEPENDENT_DIR = "fig6_independent_cells"
 CELLS_DIR = "fig6_cells"
+#: Regime (iii)'s schedule cells (entropy-rate profiles, pilot runs) and the artifacts they share with
+#: the training cells (:func:`noisealloc.verify.sweep.shared_artifact`).
+SCHEDULE_CELLS_DIR = "fig6_schedule_cells"
+SHARED_DIR = "fig6_shared"
+#: The schedules with a costly shared part, and the schedule cell that builds it (the entropic pair
+#: shares one entropy-rate profile).
+PREPARED_BY = {"sqrt-entropic": "sqrt-entropic", "entropic": "sqrt-entropic", "sqrt-pilot": "sqrt-pilot"}
 #: Counters and timings of the last run's cells (kept out of the numbers file: they vary with the cache state).
 CELLS_FILE = "fig6_cells.json"
 
@@ -60,14 +69,14 @@ def _spec(name: str, kind: str, fixed: dict, grid: dict):
     return parse_sweep({"sweep": {"name": name, "kind": kind}, "fixed": fixed, "grid": grid})
 
 
-def _run_cells(spec, cells_dir, scheduler):
+def _run_cells(spec, cells_dir, scheduler, shared_dir=None):
     """The cells through the sweep engine (cached in ``cells_dir``, resumable), on Dask."""
     from noisealloc.verify.sweep import run_sweep
 
-    return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2)
+    return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2, shared_dir=shared_dir)
 
 
-def _sweep_records(spec, cells_dir, scheduler, progress, regime: str) -> tuple[list, dict]:
+def _sweep_records(spec, cells_dir, scheduler, progress, regime: str, shared_dir=None) -> tuple[list, dict]:
     """Every cell record of ``spec`` (cached ones read, missing ones computed) and the counters of this call.
 
     Raises RuntimeError naming the regime when a cell is missing or failed (its error is in
@@ -75,7 +84,7 @@ def _sweep_records(spec, cells_dir, scheduler, progress, regime: str) -> tuple[l
     """
     if progress is not None:
         progress(f"{regime} {spec.n_cells} cells")
-    res = _run_cells(spec, cells_dir, scheduler)
+    res = _run_cells(spec, cells_dir, scheduler, shared_dir)
     if not res.complete:
         failed = list(getattr(res, "failed", []) or [])
         why = f"; first failure: {failed[0]['error']}" if failed else ""
@@ -217,8 +226,21 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
     seeds = [seed * 1000 + j for j in range(sz["seeds"])]
     fixed = {k: v for k, v in sz.items() if k != "seeds"}
     fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX})
+    shared = Path(out_dir) / SHARED_DIR
+    # First the schedules' costly parts, one cell each (MNIST's population h is minutes of Monte Carlo),
+    # so that no two workers compute one and the training cells only read them.
+    from noisealloc.verify.sweep import cell_parameters
+
+    accepted = cell_parameters("fig6-schedule")
+    prep = _spec("fig6-schedules", "fig6-schedule", {k: v for k, v in fixed.items() if k in accepted},
+                 {"schedule": sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY}), "data": data})
+    prep_records, prep_counts = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR, scheduler, progress,
+                                               "(iii) schedules", shared)
+    prep_counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"],
+                               "seconds": r["seconds"]} for r in prep_records]
     spec = _spec("fig6-neural", "neural", fixed, {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds})
-    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR, scheduler, progress, "(iii)")
+    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR, scheduler, progress, "(iii)", shared)
+    counts["schedules"] = prep_counts
     counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
                           "seconds": r["seconds"], "compile_time": r["result"].get("compile_time"),
                           "step_time": r["result"].get("step_time"), "eval_time": r["result"].get("eval_time")}
@@ -286,7 +308,7 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
         # "cells" and "timings" are regime (iii)'s (the report's cell line reads them).
         C.write_json(Path(out_dir) / CELLS_FILE, {
             "cells": {k: c3[k] for k in ("total", "cached", "computed")}, "timings": c3["timings"],
-            "coupled": c1, "independent": c2})
+            "schedules": c3["schedules"], "coupled": c1, "independent": c2})
     return doc
 
 
@@ -339,6 +361,8 @@ def _plot_independent(ax, ind):
 
 
 def _plot_neural(axes, neu):
+    from matplotlib.ticker import FormatStrFormatter
+
     for ax, row in zip(axes, neu["rows"]):
         steps = np.asarray(row["steps"], float)
         keep = steps > 0
@@ -354,11 +378,15 @@ def _plot_neural(axes, neu):
         ax.axhline(C.from_json_float(row["comparison"]["target"]), color="k", ls=":", lw=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
         kind = "discrete" if row["discrete"] else "continuous"
         ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {row['dim']})\n"
                      f"$\\sqrt{{h}}$ from: {row['h_source']}", fontsize=8)
         ax.set_xlabel("training steps (batch 128)", fontsize=8)
-        ax.legend(fontsize=5.5, loc="lower left", title="steps to target / $\\sqrt{h}$ [95% CI]", title_fontsize=6)
+        # below the axes: inside, eight entries hid the late checkpoints the comparison is about
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False,
+                  title="steps to target / steps of $\\sqrt{h}$ entropic [95% CI]", title_fontsize=6.5)
     axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
 
 
@@ -366,8 +394,8 @@ def plot(doc: dict, path) -> None:
     plt = C.setup_matplotlib()
     n_i, n_iii = len(doc["rows"]), len(doc["neural"]["rows"])
     ncol = max(n_i, n_iii, 2)
-    fig = plt.figure(figsize=(4.4 * ncol, 13.5))
-    gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.1])
+    fig = plt.figure(figsize=(4.4 * ncol, 15.0))
+    gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.45])
     _plot_coupled([fig.add_subplot(gs[0, j]) for j in range(n_i)], doc)
     _plot_independent(fig.add_subplot(gs[1, :]), doc["independent"])
     _plot_neural([fig.add_subplot(gs[2, j]) for j in range(n_iii)], doc["neural"])

@@ -90,6 +90,20 @@ def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     assert "(i) Coupled control" in text  # the controls have their own rows
 
 
+@pytest.mark.parametrize("sim, se, word", [
+    (1.30, 0.05, "yes"),            # agrees with 1.3 and clears 1 by 6 s.e.
+    (2.50, 0.58, "undecided"),      # agrees with 1.3, but 1 is within 4 s.e.
+    (2.00, 0.05, "no (14.0 s.e."),  # 14 s.e. from the prediction
+])
+def test_fig6_independent_control_words(sim, se, word):
+    # Regime (ii)'s row says "undecided" when the factor cannot be told from 1, never "no" for a noisy agreement.
+    f6 = {"rows": [], "independent": {"model": "m", "N": 10, "seeds": 5, "finite_n": "exact",
+                                      "rows": [{"schedule": "cosine", "simulated_factor": sim, "simulated_se": se,
+                                                "exact_factor": 1.3, "predicted_factor": 1.25}]}}
+    row = [ln for ln in R.fig6_controls(f6) if ln.startswith("| cosine |")]
+    assert len(row) == 1 and row[0].split("|")[5].strip().startswith(word), row
+
+
 def test_coupling_claims_follow_the_numbers(tmp_path):
     def case(e1, e2, w1, w2):
         return {"data": "x", "family": "f", "lam": [0, 1], "entropic_weights": [0.5, 0.5], "errors": [],
@@ -211,9 +225,10 @@ def _fig6_small(monkeypatch, *, stop=None):
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
     stop = stop or {}
 
-    def inline(spec, cells_dir, scheduler):
+    def inline(spec, cells_dir, scheduler, shared_dir=None):
         kind = next(k for k, v in S.CELL_KINDS.items() if v == spec.kind)
-        return S.run_sweep(spec, cells_dir, client=_LazyInlineClient(), stop_after=stop.get(kind))
+        return S.run_sweep(spec, cells_dir, client=_LazyInlineClient(), stop_after=stop.get(kind),
+                           shared_dir=shared_dir)
 
     monkeypatch.setattr(F, "_run_cells", inline)
     return F
@@ -259,9 +274,12 @@ def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch)
     assert {k: cells["coupled"][k] for k in ("total", "cached", "computed")} == {"total": 2, "cached": 2, "computed": 0}
     assert {k: cells["independent"][k] for k in ("total", "cached", "computed")} == {"total": 3, "cached": 3,
                                                                                       "computed": 0}
-    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (F.CELLS_DIR, 4)):
+    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (F.SCHEDULE_CELLS_DIR, 1), (F.CELLS_DIR, 4)):
         counts = run_counts(out / sub)
         assert len(counts) == n and set(counts.values()) == {1}, (sub, counts)  # each cell computed once
+    # the entropy-rate profile was built by the schedule cell and only read by the training cells
+    assert [json.loads(f.read_text())["name"] for f in (out / F.SHARED_DIR).glob("*.json")] == ["fig6 entropy rate"]
+    assert cells["schedules"]["computed"] == 0 and cells["schedules"]["total"] == 1
     again = F.run(out, quick=True, seed=0)  # all cached: nothing computed, same bytes
     cells = json.loads((out / F.CELLS_FILE).read_text())
     assert [cells[k]["computed"] for k in ("cells", "coupled", "independent")] == [0, 0, 0]

@@ -154,19 +154,24 @@ def test_compare_schedules_targets_what_every_schedule_reaches():
 
 
 @pytest.mark.slow
-def test_entropic_rules_share_one_population_h_bitwise():
-    """make_levels estimates the population h once for both rules; each schedule equals a fresh estimate's (digits)."""
+def test_entropic_rules_share_one_population_h_bitwise(tmp_path):
+    """make_levels estimates the population h once for both rules (one shared artifact of the run); each
+    schedule equals a fresh estimate's (digits)."""
     from noisealloc.theory.population import population_schedule
     from noisealloc.verify import neural_efficiency as NE
+    from noisealloc.verify import sweep as S
 
     d = NE.prepare_data("digits")
     lo, hi = -8.0, 8.0
     u = np.linspace(lo, hi, 1001)
-    for order in (("sqrt-entropic", "entropic"), ("entropic", "sqrt-entropic")):
+    for i, order in enumerate((("sqrt-entropic", "entropic"), ("entropic", "sqrt-entropic"))):
         NE._SCHEDULES.clear()
-        NE._POPULATION_RATES.clear()
-        got = {s: NE.make_levels(d, s, lo, hi, h_levels=33, h_samples=64) for s in order}
-        assert len(NE._POPULATION_RATES) == 1
+        token = S._SHARED_DIR.set(str(tmp_path / str(i)))
+        try:
+            got = {s: NE.make_levels(d, s, lo, hi, h_levels=33, h_samples=64) for s in order}
+        finally:
+            S._SHARED_DIR.reset(token)
+        assert len(list((tmp_path / str(i)).glob("*.json"))) == 1
         for s, rule in (("sqrt-entropic", "sqrt-entropy"), ("entropic", "entropy")):
             ref = population_schedule(d.train, np.linspace(lo, hi, 33), rule=rule, n_samples=64,
                                       rng=np.random.default_rng([NE.DATA_SEED, 3]), name=s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -354,3 +355,63 @@ def test_unreachable_scheduler_is_one_line_fast(tmp_path, capsys):
     assert len(err) == 1 and "cannot connect" in err[0]
     assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--scheduler", "http://x"]) == 2
     assert "tcp://HOST:PORT" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ shared artifacts
+def _artifact_in_process(folder, counter, barrier):
+    import numpy as np
+
+    from noisealloc.verify import sweep as S2
+
+    def compute():
+        with open(counter, "a") as fh:  # one line per computation
+            fh.write("x\n")
+        time.sleep(0.5)  # long enough that the other process asks while this one holds the lock
+        return {"h": np.array([0.1, 1 / 3]), "method": "m"}
+
+    token = S2._SHARED_DIR.set(str(folder))
+    try:
+        barrier.wait()
+        return S2.shared_artifact("test artifact", {"a": 1}, compute)
+    finally:
+        S2._SHARED_DIR.reset(token)
+
+
+def test_shared_artifact_is_computed_once_by_concurrent_processes(tmp_path):
+    import multiprocessing as mp
+
+    counter = tmp_path / "count.txt"
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Manager().Barrier(2)
+    with ctx.Pool(2) as pool:
+        results = pool.starmap(_artifact_in_process, [(tmp_path / "shared", counter, barrier)] * 2)
+    assert counter.read_text().count("x") == 1, "two processes computed the same artifact"
+    assert results[0] == results[1] == {"h": [0.1, 1 / 3], "method": "m"}
+    # a later call reads the file: no computation
+    token = S._SHARED_DIR.set(str(tmp_path / "shared"))
+    try:
+        again = S.shared_artifact("test artifact", {"a": 1}, lambda: pytest.fail("recomputed a stored artifact"))
+        other = S.shared_artifact("test artifact", {"a": 2}, lambda: {"h": [2.0]})  # another key: computed
+    finally:
+        S._SHARED_DIR.reset(token)
+    assert again == results[0] and other == {"h": [2.0]}
+
+
+def test_shared_artifact_without_folder_and_corrupt_file(tmp_path):
+    import numpy as np
+
+    # No folder (a cell called directly): computed, through the same JSON round trip (exact floats).
+    out = S.shared_artifact("t", {"k": 0}, lambda: {"x": np.array([np.pi, 1e-300])})
+    assert out == {"x": [np.pi, 1e-300]} and not any(tmp_path.iterdir())
+    token = S._SHARED_DIR.set(str(tmp_path))
+    try:
+        S.shared_artifact("t", {"k": 0}, lambda: {"x": [1.0]})
+        (f,) = tmp_path.glob("*.json")
+        f.write_text(f.read_text()[:10])  # truncated by a crash: never trusted, computed again
+        assert S.shared_artifact("t", {"k": 0}, lambda: {"x": [2.0]}) == {"x": [2.0]}
+        # non-finite numbers are kept as the cell cache keeps them (strings numpy reads back)
+        got = S.shared_artifact("t", {"k": 1}, lambda: {"x": np.array([np.nan, -np.inf])})
+        assert np.asarray(got["x"], dtype=float).tolist()[1] == -np.inf and np.isnan(float(got["x"][0]))
+    finally:
+        S._SHARED_DIR.reset(token)
+    assert len(list(tmp_path.glob("*.json"))) == 2

@@ -51,6 +51,8 @@ __all__ = [
     "steps_to_target",
     "steps_ratio",
     "dependency_version",
+    "cell_schedule",
+    "entropy_rate_profile",
     "pilot_schedule",
     "PilotSchedule",
     "common_target",
@@ -69,9 +71,6 @@ DATA_SEED = 20260611
 _SCHEDULES: dict = {}
 #: Manifold-smoothed laws of the image training splits built in this process (keyed by data name).
 _POPULATION_LAWS: dict = {}
-#: Per-process cache of the population h profile (EntropicScheduleResult) per (data, interval, sizes): the
-#: Monte-Carlo h does not depend on the rule, so "sqrt-entropic" and "entropic" share one estimate.
-_POPULATION_RATES: dict = {}
 #: h_source of continuous image data: the population h of the training split's manifold-smoothed law.
 POPULATION_SOURCE = "population (manifold-smoothed training split)"
 #: Validation examples of the pilot run of the two-stage schedule (never the test split).
@@ -241,32 +240,80 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
         return EntropyRateEstimator(lo, hi, n_bins=int(online_bins))  # stateful: never shared
     key = (data.name, schedule, lo, hi, int(h_levels), int(h_samples), tuple(sorted((pilot or {}).items())))
     if key not in _SCHEDULES:
-        # Deterministic in its key; a sweep worker computes it once for all seeds (the empirical h of
-        # an image training split costs far more than a short training run).
+        # Deterministic in its key.  The costly parts (an entropy-rate profile: MNIST's population h is
+        # minutes of Monte Carlo; a pilot run) are shared artifacts of the run (verify.sweep.shared_artifact):
+        # computed once for all seeds, both entropic rules and every worker, and read back on a rerun.
         if schedule == "sqrt-pilot":
             _SCHEDULES[key] = pilot_schedule(data, lo, hi, **(pilot or {})).schedule
-        elif data.population and schedule in ENTROPIC_SCHEDULES:
-            from noisealloc.theory.population import population_schedule, smoothed_empirical_law
-
+        elif schedule in ENTROPIC_SCHEDULES:
             from noisealloc.theory.entropic import schedule_from_rate
+
+            r = entropy_rate_profile(data, lo, hi, h_levels=int(h_levels), h_samples=int(h_samples))
+            _SCHEDULES[key] = schedule_from_rate(np.asarray(r["lam"], float), np.asarray(r["h"], float),
+                                                 h_stderr=np.asarray(r["h_stderr"], float),
+                                                 rule=ENTROPIC_SCHEDULES[schedule], coordinate="lambda", floor=0.0,
+                                                 method=r["method"], name=schedule).schedule
+        else:
+            _SCHEDULES[key] = training_schedule(data.h_model, schedule, lo, hi)
+    return _SCHEDULES[key]
+
+
+def _artifact_version() -> str:
+    # Every source a shared artifact depends on (this module, the sweep engine, the training stack, theory/).
+    from noisealloc.verify.sweep import code_version
+
+    return code_version("noisealloc.verify.neural_efficiency:cell_neural")
+
+
+def entropy_rate_profile(data: NeuralData, lam_min: float, lam_max: float, *, h_levels: int = 65,
+                         h_samples: int = 256) -> dict:
+    r"""The entropy-rate profile :math:`h(\lambda)` the entropic schedules of ``data`` are built from.
+
+    :math:`h(\lambda_i) = \tfrac12 e^{\lambda_i}\,\mathrm{mmse}(\lambda_i)` per unit :math:`\lambda` on
+    ``h_levels`` uniform levels of ``[lam_min, lam_max]``: of the law itself (Dirac mixtures), of the
+    training split as an empirical mixture (binarised images), or of the split's manifold-smoothed law
+    (grey-level images, :func:`~noisealloc.theory.population.population_schedule`), as ``data.h_source``
+    says.  Monte-Carlo randomness is fixed (``DATA_SEED``), so the profile is a deterministic function of
+    its arguments; it is a shared artifact of the run (:func:`~noisealloc.verify.sweep.shared_artifact`).
+
+    Parameters
+    ----------
+    data : NeuralData
+    lam_min, lam_max : float
+        Interval in log-SNR.
+    h_levels, h_samples : int
+        Levels, and Monte-Carlo samples per level where h is estimated by Monte Carlo.
+
+    Returns
+    -------
+    dict
+        ``lam``, ``h``, ``h_stderr`` (lists, nats per unit log-SNR) and ``method``.
+    """
+    from noisealloc.verify.sweep import shared_artifact
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    lam = np.linspace(lo, hi, int(h_levels))
+    rng = np.random.default_rng([DATA_SEED, 3])
+
+    def compute() -> dict:
+        if data.population:
+            from noisealloc.theory.population import population_schedule, smoothed_empirical_law
 
             if data.name not in _POPULATION_LAWS:  # neighbour search and local PCAs: once per data set
                 _POPULATION_LAWS[data.name] = smoothed_empirical_law(data.train)
-            rate_key = (data.name, lo, hi, int(h_levels), int(h_samples))
-            if rate_key not in _POPULATION_RATES:  # MNIST: about 220 s of Monte Carlo, shared by both rules
-                _POPULATION_RATES[rate_key] = population_schedule(
-                    data.train, np.linspace(lo, hi, int(h_levels)), rule=ENTROPIC_SCHEDULES[schedule],
-                    n_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]), name=schedule,
-                    law=_POPULATION_LAWS[data.name]).result
-            r = _POPULATION_RATES[rate_key]
-            # The same call population_schedule makes on its h: the schedule is identical to a fresh estimate's.
-            _SCHEDULES[key] = schedule_from_rate(r.lam, r.h, h_stderr=r.h_stderr, rule=ENTROPIC_SCHEDULES[schedule],
-                                                 coordinate="lambda", floor=0.0, method=r.method,
-                                                 name=schedule).schedule
-        else:
-            _SCHEDULES[key] = training_schedule(data.h_model, schedule, lo, hi, h_levels=int(h_levels),
-                                                h_samples=int(h_samples), rng=np.random.default_rng([DATA_SEED, 3]))
-    return _SCHEDULES[key]
+            r = population_schedule(data.train, lam, rule="sqrt-entropy", n_samples=int(h_samples), rng=rng,
+                                    law=_POPULATION_LAWS[data.name]).result
+            return {"lam": r.lam, "h": r.h, "h_stderr": r.h_stderr, "method": r.method}
+        from noisealloc.theory.information import model_entropy_rate
+
+        est = model_entropy_rate(data.h_model, lam, coordinate="lambda", n_samples=int(h_samples), rng=rng)
+        h = np.asarray(est.value, dtype=np.float64)
+        return {"lam": lam, "h": h, "h_stderr": np.broadcast_to(np.asarray(est.stderr, dtype=np.float64), h.shape),
+                "method": est.method}
+
+    return shared_artifact("fig6 entropy rate", {"data": data.name, "h_source": data.h_source, "interval": [lo, hi],
+                                                 "h_levels": int(h_levels), "h_samples": int(h_samples),
+                                                 "code": _artifact_version()}, compute)
 
 
 @dataclass(frozen=True)
@@ -300,7 +347,7 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
     law; never the test split); its per-level x0 losses on the validation part, with their standard
     errors, are fitted by the monotone profile of ``noisealloc schedule --from-losses``
     (:func:`~noisealloc.theory.loss_profiles.fit_mmse_profile`), turned into
-    :math:`h = 	frac12 e^\lambda \widehat{\mathrm{mmse}}` and into :math:`p \propto \sqrt h`
+    :math:`h = \tfrac12 e^\lambda \widehat{\mathrm{mmse}}` and into :math:`p \propto \sqrt h`
     (:func:`~noisealloc.theory.entropic.schedule_from_rate`).
 
     Parameters
@@ -329,11 +376,29 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
     """
     from noisealloc.theory.entropic import schedule_from_rate
     from noisealloc.theory.loss_profiles import fit_mmse_profile
+    from noisealloc.verify.sweep import shared_artifact
+
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+    opts = {"steps": int(steps), "batch_size": int(batch_size), "learning_rate": float(learning_rate),
+            "width": int(width), "depth": int(depth), "levels": int(levels), "seed": int(seed)}
+    # The pilot run is a shared artifact of the run: trained once, not once per worker and seed.
+    res = shared_artifact("fig6 pilot losses", {"data": data.name, "interval": [lo, hi], **opts,
+                                                "code": _artifact_version()},
+                          lambda: _pilot_losses(data, lo, hi, **opts))
+    lam, loss, loss_se = (np.asarray(res[k], dtype=np.float64) for k in ("lam", "loss", "loss_se"))
+    prof = fit_mmse_profile(lam, loss, loss_se, rng=np.random.default_rng([DATA_SEED, 7]))
+    sched = schedule_from_rate(lam, prof.entropy_rate(lam), rule="sqrt-entropy", name="sqrt-pilot",
+                               method="pilot run: monotone I-spline fit of validation x0 losses").schedule
+    return PilotSchedule(sched, lam, loss, loss_se, int(steps))
+
+
+def _pilot_losses(data: NeuralData, lo: float, hi: float, *, steps: int, batch_size: int, learning_rate: float,
+                  width: int, depth: int, levels: int, seed: int) -> dict:
+    """The pilot run of :func:`pilot_schedule`: its per-level validation x0 losses (``lam``, ``loss``, ``loss_se``)."""
     from noisealloc.theory.schedules import uniform_lambda
     from noisealloc.verify.heldout import make_heldout_set
     from noisealloc.verify.neural import MLPDenoiser, train_denoiser
 
-    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     if hasattr(data.train, "sample_x0"):
         train, val = data.train, data.train.sample_x0(PILOT_VALIDATION, rng=np.random.default_rng([DATA_SEED, 5]))
     else:
@@ -347,10 +412,7 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
                          batch_size=int(batch_size), learning_rate=float(learning_rate), seed=int(seed),
                          heldout=hs, eval_steps=[int(steps)])
     res = run.heldout[-1]
-    prof = fit_mmse_profile(res.lam, res.per_level_mse, res.per_level_mse_se, rng=np.random.default_rng([DATA_SEED, 7]))
-    sched = schedule_from_rate(res.lam, prof.entropy_rate(res.lam), rule="sqrt-entropy", name="sqrt-pilot",
-                               method="pilot run: monotone I-spline fit of validation x0 losses").schedule
-    return PilotSchedule(sched, res.lam, res.per_level_mse, res.per_level_mse_se, int(steps))
+    return {"lam": res.lam, "loss": res.per_level_mse, "loss_se": res.per_level_mse_se}
 
 
 def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, batch_size: int = 128,
@@ -407,9 +469,7 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
     test = d.test[: check_count(eval_n, "eval_n")]
     hs = make_heldout_set(test, lam_min, lam_max, levels=int(eval_levels), rng=np.random.default_rng([DATA_SEED, 4]),
                           bayes=d.bayes)
-    pilot = {"steps": int(pilot_steps) if pilot_steps is not None else max(1, steps // 4),
-             "batch_size": int(batch_size), "learning_rate": float(learning_rate), "width": int(width),
-             "depth": int(depth)}
+    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth)
     levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
     net = MLPDenoiser(d.dim, d.sigma_data, width=int(width), depth=int(depth))
     run = train_denoiser(net, d.train, levels, steps=steps, batch_size=int(batch_size),
@@ -427,6 +487,38 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
         "h_source": d.h_source, "sigma_data": d.sigma_data, "network": run.network, "dim": d.dim,
         "schedule_name": run.schedule, "online_refreshes": run.online_refreshes,
     }
+
+
+def _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth) -> dict:
+    """The pilot run of a cell: ``pilot_steps`` (default a quarter of the cell's steps), same network and batch."""
+    return {"steps": int(pilot_steps) if pilot_steps is not None else max(1, int(steps) // 4),
+            "batch_size": int(batch_size), "learning_rate": float(learning_rate), "width": int(width),
+            "depth": int(depth)}
+
+
+def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: int = 128, learning_rate: float = 2e-3,
+                  width: int = 128, depth: int = 3, lam_min: float = -10.0, lam_max: float = 10.0, h_levels: int = 65,
+                  h_samples: int = 256, pilot_steps: int | None = None, mnist: str | None = None) -> dict:
+    """Build the costly part of a schedule of regime (iii) once, before the training cells that use it.
+
+    The entropy-rate profile (``"sqrt-entropic"``, ``"entropic"``) or the pilot run (``"sqrt-pilot"``)
+    is kept as a shared artifact of the run (:func:`~noisealloc.verify.sweep.shared_artifact`), which
+    :func:`cell_neural` with the same options then reads instead of computing it on every worker.
+    Options as in :func:`cell_neural` (the training ones enter only the pilot's).
+
+    Returns
+    -------
+    dict
+        ``schedule`` (its name), ``knots`` (tabulated knots), ``seconds`` (time to build it here).
+    """
+    import time
+
+    t0 = time.perf_counter()
+    d = prepare_data(data, mnist=mnist)
+    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth)
+    levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
+    return {"schedule": schedule, "knots": int(np.size(getattr(levels, "knots", []))),
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def steps_to_target(steps, curve, target: float) -> float:

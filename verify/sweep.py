@@ -39,12 +39,18 @@ runs from sharing one directory.  At the end
 :func:`noisealloc.figures.sweep_summary.plot_summary`): this module computes and tabulates but never
 plots, so importing it does not load matplotlib.
 
+A cell may compute a deterministic intermediate result that other cells need too (an entropy-rate
+profile, a pilot run): :func:`shared_artifact` computes it once per key under an ``flock`` and keeps
+it as JSON in the run's shared folder (``run_sweep(..., shared_dir=...)``; without one every cell
+computes its own), so two workers never compute it twice and a rerun reads it back.
+
 Cells run on a :class:`distributed.LocalCluster` (worker processes) by default, or on an existing
 cluster when a scheduler address is given, so the same sweep scales from one machine to many.
 """
 
 from __future__ import annotations
 
+import contextvars
 import csv
 import hashlib
 import importlib
@@ -76,6 +82,7 @@ __all__ = [
     "run_cell",
     "run_sweep",
     "run_counts",
+    "shared_artifact",
     "summary_rows",
     "write_summary_csv",
     "cell_coupling",
@@ -89,6 +96,8 @@ CELL_KINDS = {
     "training": "noisealloc.verify.sweep:cell_training",
     "demo": "noisealloc.verify.sweep:cell_demo",
     "neural": "noisealloc.verify.neural_efficiency:cell_neural",
+    # The shared artifacts (entropy-rate profiles, pilot runs) of regime (iii)'s schedules, built first.
+    "fig6-schedule": "noisealloc.verify.neural_efficiency:cell_schedule",
     # Figure 6's regimes (i) and (ii), one cell per data set / schedule, so that `reproduce` caches them too.
     "fig6-coupled": "noisealloc.verify.regime_cells:cell_coupled",
     "fig6-independent": "noisealloc.verify.regime_cells:cell_independent",
@@ -390,6 +399,8 @@ CELL_DEPENDENCIES = {
     "noisealloc.verify.sweep:cell_demo": (),
     "noisealloc.verify.neural_efficiency:cell_neural": ("noisealloc.theory", "noisealloc.verify.neural",
                                                         "noisealloc.verify.heldout", "noisealloc.verify.training"),
+    "noisealloc.verify.neural_efficiency:cell_schedule": ("noisealloc.theory", "noisealloc.verify.neural",
+                                                          "noisealloc.verify.heldout", "noisealloc.verify.training"),
     "noisealloc.verify.regime_cells:cell_coupled": ("noisealloc.theory", "noisealloc.verify.training"),
     "noisealloc.verify.regime_cells:cell_independent": ("noisealloc.theory", "noisealloc.verify.learners"),
 }
@@ -486,7 +497,73 @@ def read_cell(path, key: str | None = None) -> dict | None:
     return rec
 
 
-def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
+#: The shared-artifact folder of the cell running in this process (set by :func:`run_cell`), or None.
+_SHARED_DIR: contextvars.ContextVar = contextvars.ContextVar("noisealloc_sweep_shared_dir", default=None)
+
+
+def shared_artifact(name: str, key, compute):
+    """A deterministic intermediate result, computed once per ``(name, key)`` by the cells of a run.
+
+    Inside a cell run with a shared folder (``run_sweep(..., shared_dir=...)``) the first caller takes
+    an exclusive ``flock`` on ``<folder>/<digest>.lock``, computes ``compute()`` and writes it to
+    ``<folder>/<digest>.json`` atomically; a concurrent caller blocks on the lock and then reads the
+    file, and a later run reads it without computing.  The operating system releases the lock when its
+    holder dies, so an interrupted computation is simply done again.  Outside such a cell (no folder)
+    it returns ``compute()`` through the same JSON round trip, so a caller gets the same numbers either way.
+
+    Parameters
+    ----------
+    name : str
+        What the artifact is (part of its key and of its file's record).
+    key : JSON-able
+        Every input the result depends on (options, data name, code version).
+    compute : callable
+        ``compute() -> dict`` of JSON-able values (arrays become lists).
+
+    Returns
+    -------
+    dict
+        The result as JSON holds it (floats exact, arrays as lists).
+    """
+    import fcntl
+
+    from noisealloc.verify._json import to_jsonable
+
+    def as_json(value) -> str:
+        return json.dumps(to_jsonable({"name": name, "key": key, "result": value}), sort_keys=True, allow_nan=False)
+
+    folder = _SHARED_DIR.get()
+    if folder is None:
+        return json.loads(as_json(compute()))["result"]
+    digest = hashlib.sha256(_canonical({"name": name, "key": to_jsonable(key)}).encode()).hexdigest()[:24]
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest}.json"
+
+    def read():
+        try:
+            rec = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):  # absent or truncated: computed again
+            return None
+        return rec["result"] if isinstance(rec, dict) and rec.get("name") == name and "result" in rec else None
+
+    found = read()
+    if found is not None:
+        return found
+    fd = os.open(folder / f"{digest}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks while another worker computes the same artifact
+        found = read()
+        if found is None:
+            text = as_json(compute())
+            _atomic_bytes(path, (text + "\n").encode())
+            found = json.loads(text)["result"]
+        return found
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def run_cell(target: str, config: dict, out_dir: str, key: str, shared_dir: str | None = None) -> dict:
     """Compute one cell unless a valid result file exists; write it atomically; return the record.
 
     Runs on a Dask worker: everything it needs is in its arguments.  An exception raised by the
@@ -505,6 +582,8 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
         The sweep's output directory.
     key : str
         :func:`cell_key` of the cell.
+    shared_dir : str, optional
+        Folder of the run's shared artifacts (:func:`shared_artifact`); not part of the cell's key.
 
     Returns
     -------
@@ -527,6 +606,7 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
         fh.write(f"{os.getpid()} {time.time():.3f}\n")
     t0 = time.perf_counter()
     fn = _resolve(target)
+    token = _SHARED_DIR.set(shared_dir)
     try:
         result = fn(**config)
         record = {"key": key, "config": config, "result": to_jsonable(result),
@@ -540,6 +620,8 @@ def run_cell(target: str, config: dict, out_dir: str, key: str) -> dict:
         failed.mkdir(parents=True, exist_ok=True)
         _atomic_bytes(failed / f"{key}.json", (json.dumps(record, sort_keys=True, indent=1, default=str) + "\n").encode())
         return record
+    finally:
+        _SHARED_DIR.reset(token)
     _atomic_bytes(path, text.encode())
     stale = out / "failed" / f"{key}.json"
     if stale.exists():  # an earlier failure of this cell, now computed
@@ -753,7 +835,8 @@ def _client(scheduler, n_workers):
 
 
 def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_workers: int = 2,
-              stop_after: int | None = None, progress: bool = False, client=None, plot=None) -> SweepResult:
+              stop_after: int | None = None, progress: bool = False, client=None, plot=None,
+              shared_dir=None) -> SweepResult:
     """Run every missing cell of ``spec`` on Dask; write the summary when all cells are done.
 
     Parameters
@@ -777,6 +860,9 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
         ``plot(spec, records, path) -> Path | None`` drawing ``OUT/summary.png`` once every cell is
         done (e.g. :func:`noisealloc.figures.sweep_summary.plot_summary`); ``None`` draws nothing.
         An exception it raises is written to ``OUT/summary.plot-error.txt``, never lost with the table.
+    shared_dir : str or os.PathLike, optional
+        Folder where the cells keep the artifacts they share (:func:`shared_artifact`; several sweeps
+        may use one); default: none, every cell computes its own.
 
     Returns
     -------
@@ -788,7 +874,6 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
         ``out_dir`` holds another sweep, is in use by another run (:class:`SweepLock`), or is
         read-only while cells are missing; the scheduler cannot be reached.
     """
-    import contextlib
 
     out = Path(out_dir)
     if scheduler and client is None:  # before anything is created in out_dir
@@ -803,7 +888,8 @@ def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_worke
     with SweepLock(out):
         _check_identity(spec, out)  # again under the lock: another run may have claimed the folder
         return _run_locked(spec, out, cells, keys, version, scheduler=scheduler, n_workers=n_workers,
-                           stop_after=stop_after, progress=progress, client=client, plot=plot)
+                           stop_after=stop_after, progress=progress, client=client, plot=plot,
+                           shared_dir=None if shared_dir is None else str(Path(shared_dir).resolve()))
 
 
 def _summarise_read_only(spec, out, cells, keys) -> SweepResult:
@@ -821,7 +907,8 @@ def _summarise_read_only(spec, out, cells, keys) -> SweepResult:
                        csv_path if up_to_date else None, None, summary_text=None if up_to_date else text)
 
 
-def _run_locked(spec, out, cells, keys, version, *, scheduler, n_workers, stop_after, progress, client, plot):
+def _run_locked(spec, out, cells, keys, version, *, scheduler, n_workers, stop_after, progress, client, plot,
+                shared_dir=None):
     (out / "cells").mkdir(parents=True, exist_ok=True)
     records: list = [None] * len(cells)
     todo = []
@@ -851,7 +938,7 @@ def _run_locked(spec, out, cells, keys, version, *, scheduler, n_workers, stop_a
             # The task key names the output directory too: the same cell swept into two directories on
             # one client must run (and write its file) in each, not share the first result in memory.
             where = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:8]
-            futures = {client.submit(run_cell, spec.kind, cells[i], str(out), keys[i],
+            futures = {client.submit(run_cell, spec.kind, cells[i], str(out), keys[i], shared_dir,
                                      key=f"cell-{keys[i]}-{where}", pure=False): i for i in todo}
             bar = None
             if progress:

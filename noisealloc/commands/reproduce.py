@@ -29,7 +29,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
                         help="address of an existing Dask scheduler for figure 6's cells (default: a "
                              "LocalCluster of 2 worker processes); the cells of its three regimes are cached in "
-                             "DIR/fig6_coupled_cells, DIR/fig6_independent_cells and DIR/fig6_cells")
+                             "DIR/fig6_coupled_cells, DIR/fig6_independent_cells, DIR/fig6_schedule_cells and "
+                             "DIR/fig6_cells (with their shared artifacts in DIR/fig6_shared)")
     parser.add_argument("--force", action="store_true",
                         help="recompute every figure (default: a figure whose numbers in DIR come from the same "
                              "request, i.e. mode, seed, MNIST, version and source code, is reused)")
