@@ -1015,7 +1015,10 @@ def _quad_gauss_hermite(mu, log_pi, lam, rtol):
     :data:`GH_UNRESOLVED_FRACTION` ``* rtol`` of both (:func:`_gh_unresolved_bound`).  Levels whose
     smallest pair separation exceeds :data:`GH_MAX_SEPARATION` sigma, or whose unresolved bound at the
     highest order exceeds that fraction of :math:`2\min(\mathrm{Var}(P), H(\pi))` (upper bounds of
-    mmse and H, so every order would fail), are not tried.
+    mmse and H, so every order would fail), are not tried.  For :math:`r = 3` the tensor rule is
+    pruned (:func:`_gh_rule`) and :data:`GH_PRUNED_MASS` :math:`\max(d_{\max}^2, \log K)` is added to
+    the unresolved bound (and so to the acceptance test and the reported error); the integrals run
+    in smaller blocks (``_GH_MAX_ENTRIES_3D``).
 
     Returns
     -------
