@@ -214,7 +214,10 @@ def test_random_3d_mixtures(seed, k, lam):
     """(b) finite; mmse non-increasing in lam (GH levels exactly, MC levels within their noise); at the
     boundary between the regimes, the last GH level agrees with Monte Carlo there within its stderr."""
     model = _mixture(seed, k)
-    lam = np.sort(np.asarray(lam))
+    # levels on both sides of the boundary (every pair within 0.25 sqrt(48) sigma: lam = log(3 / d_max^2))
+    a, b = np.triu_indices(k, 1)
+    edge = np.log(3.0 / np.max(np.sum((model.atoms[a] - model.atoms[b]) ** 2, axis=1)))
+    lam = np.unique(np.concatenate([lam, [edge - 1.5, edge + 0.4]]))
     info = model.information(lam, rng=seed, n_samples=2048)
     m, h = info.mmse, info.conditional_entropy
     assert np.all(np.isfinite(m.value)) and np.all(np.isfinite(h.value))
@@ -226,6 +229,7 @@ def test_random_3d_mixtures(seed, k, lam):
     assert np.all(np.diff(h.value) <= hs)
     rule = m.info["rule"]
     gh = np.flatnonzero(rule == 1)
+    assert gh.size and np.any(rule == 4)  # both regimes present
     if gh.size:
         last = gh[-1]
         mc = model.information(lam[last:last + 1], method="monte-carlo", rng=seed + 1, n_samples=4096)
