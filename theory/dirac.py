@@ -88,7 +88,7 @@ Expectations over ``x`` (``method="auto"`` picks the first that applies):
     64 levels on [-12, 12], 32 of them GH): where it is accepted the rule is 3e-12 accurate in
     ~8 ms per level, whereas importance-sampled Monte Carlo has a relative standard error up to
     4e-3 at 4096 samples there and would need ~1e22 samples (~5e17 times GH's time) for the same
-    accuracy; GH costs as much as Monte Carlo with ~2.4e4 samples (relative standard error
+    accuracy; GH costs as much as Monte Carlo with 2-3e4 samples (relative standard error
     ~2e-3), so it is the cheaper of the two for any accuracy better than about 2e-3.  The whole
     ``auto`` pass costs ~4.5 times pure Monte Carlo at 4096 samples (0.28 s against 0.06 s).
 
@@ -321,7 +321,9 @@ class DiracMixture:
         Number of input rows that repeated an earlier atom and were merged into it (weights added;
         :func:`merge_duplicate_atoms`).
     monte_carlo : bool
-        Whether ``method="auto"`` is Monte Carlo (:class:`~noisealloc.theory.protocol.DataModel` flag).
+        Whether ``method="auto"`` is Monte Carlo (:class:`~noisealloc.theory.protocol.DataModel` flag);
+        True for a 3-D span of at most :data:`GH_MAX_ATOMS_3D` atoms too, whose ``information`` is
+        deterministic (Gauss--Hermite) only at the low-SNR levels (module docstring).
     total_variance : float
         :math:`\sum_k \pi_k \|\mu_k - \bar\mu\|^2` (the MMSE at :math:`\lambda \to -\infty`).
     entropy : float
