@@ -83,7 +83,7 @@ def reference(mu, w, lam, n, seed, n_neighbours=8):
 def _z_scores(model, lam, ref, seeds, n_samples):
     z = np.empty((len(seeds), len(lam), 2))
     for i, seed in enumerate(seeds):
-        est = model.information(lam, n_samples=n_samples, rng=seed)
+        est = model.information(lam, method="monte-carlo", n_samples=n_samples, rng=seed)
         for q, e in enumerate((est.mmse, est.conditional_entropy)):
             z[i, :, q] = (e.value - ref[:, q, 0]) / np.hypot(e.stderr, ref[:, q, 1])
     return z
@@ -113,11 +113,11 @@ def test_importance_sampler_beats_plain_sampling_at_high_snr():
     lam = np.array([0.0, 3.5])
     ref = reference(mu, w, lam, 40000, seed=99)
     for seed in range(3):
-        est = m.information(lam, n_samples=2048, rng=seed)
+        est = m.information(lam, method="monte-carlo", n_samples=2048, rng=seed)
         z = (est.mmse.value - ref[:, 0, 0]) / np.hypot(est.mmse.stderr, ref[:, 0, 1])
         assert np.all(np.abs(z) <= 4.0), z
         assert np.all(est.mmse.stderr <= 0.2 * est.mmse.value)
-    plain = m.information(lam, n_samples=2048, rng=0, importance=False)
+    plain = m.information(lam, method="monte-carlo", n_samples=2048, rng=0, importance=False)
     assert plain.mmse.value[1] < 0.1 * ref[1, 0, 0]
 
 
