@@ -504,7 +504,18 @@ def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: in
     The entropy-rate profile (``"sqrt-entropic"``, ``"entropic"``) or the pilot run (``"sqrt-pilot"``)
     is kept as a shared artifact of the run (:func:`~noisealloc.verify.sweep.shared_artifact`), which
     :func:`cell_neural` with the same options then reads instead of computing it on every worker.
-    Options as in :func:`cell_neural` (the training ones enter only the pilot's).
+    Parameters
+    ----------
+    data, schedule : str
+        As :func:`cell_neural` (a schedule without a costly part is only built).
+    steps, batch_size, learning_rate, width, depth, pilot_steps
+        The training options of :func:`cell_neural`; they enter only the pilot run's.
+    lam_min, lam_max : float
+        Training interval in log-SNR.
+    h_levels, h_samples : int
+        Entropy-rate profile of the entropic schedules.
+    mnist : str, optional
+        MNIST directory.
 
     Returns
     -------
