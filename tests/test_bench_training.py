@@ -34,3 +34,25 @@ def test_cases_cover_every_data_set_and_network():
 def test_bad_input_raises_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         bench_case(**kwargs)
+
+
+def test_cli_bench_training_prints_cases_and_ratio(capsys):
+    from noisealloc.cli import main
+
+    assert main(["bench", "training", "--only", "digits:mlp,dirac:mlp", "--steps", "3", "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [ln.split() for ln in out if ln.startswith(("digits", "dirac"))]
+    assert [r[0] for r in rows] == ["digits", "dirac:K=64,D=16,sep=1"]
+    assert float(rows[0][6]) == 1.0 and float(rows[1][6]) > 0  # the first case is the baseline
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--only", "digits:cnn"], "--only must be a comma-separated subset"),
+    (["--steps", "0"], "--steps and --batch-size must be >= 1"),
+])
+def test_cli_bench_training_bad_input(argv, needle, capsys):
+    from noisealloc.cli import main
+
+    assert main(["bench", "training", *argv]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -2,7 +2,8 @@
 
 The measuring functions live in ``noisealloc.verify.bench_<name>`` and return typed results; this
 module parses the arguments and prints.  ``posterior``: parse -> :func:`noisealloc.verify.bench_posterior.measure`
--> print; ``solver``: parse -> :func:`noisealloc.verify.bench_solver.measure` -> print.
+-> print; ``solver``: parse -> :func:`noisealloc.verify.bench_solver.measure` -> print; ``training``:
+parse -> :func:`noisealloc.verify.bench_training.bench_training` -> print.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 BENCHMARKS = {
     "posterior": ("noisealloc.verify.bench_posterior", "MNIST posterior profile against bare GEMMs of the same shapes"),
     "solver": ("noisealloc.verify.bench_solver", "A-optimal design solvers against CVXPY + Clarabel"),
+    "training": ("noisealloc.verify.bench_training",
+                 "step and compile time of the JAX denoisers of figure 6 per data set and network"),
 }
 
 
@@ -265,4 +268,46 @@ def _e_run(args, pairs, cv_sizes) -> None:
                   f"time ratio CVXPY/ours = {cv['ratio']:.2g}x")
 
 
-_BRANCHES = {"posterior": (_posterior_arguments, _posterior_run), "solver": (_solver_arguments, _solver_run)}
+# ------------------------------------------------------------------------------------------ training
+
+
+def _training_arguments(parser) -> None:
+    parser.add_argument("--mnist", default=None, metavar="PATH",
+                        help="directory of the MNIST IDX files (default: $NOISEALLOC_MNIST_DIR; without one, "
+                             "synthetic 28x28 images of the same scale, said in the output)")
+    parser.add_argument("--steps", type=int, default=200, help="timed steps per case (default 200)")
+    parser.add_argument("--batch-size", type=int, default=128, help="examples per step (default 128)")
+    parser.add_argument("--only", default=None, metavar="LIST",
+                        help="comma-separated subset of the cases DATA:NETWORK (default: all of "
+                             "dirac:mlp,digits:mlp,mnist:mlp,mnist:cnn)")
+
+
+def _training_run(args) -> int:
+    from noisealloc.verify.bench_training import CASES, bench_training
+
+    if args.steps < 1 or args.batch_size < 1:
+        raise ValueError(f"--steps and --batch-size must be >= 1; got {args.steps} and {args.batch_size}")
+    names = [f"{d}:{n}" for d, n in CASES]
+    cases = list(CASES)
+    if args.only is not None:
+        want = [c.strip() for c in str(args.only).split(",") if c.strip()]
+        bad = [c for c in want if c not in names]
+        if not want or bad:
+            raise ValueError(f"--only must be a comma-separated subset of {','.join(names)}; got {args.only!r}")
+        cases = [CASES[names.index(c)] for c in want]
+    rows = bench_training(cases, batch_size=args.batch_size, steps=args.steps, mnist=args.mnist)
+    base = rows[0]
+    print(f"bench training: Adam steps at batch {args.batch_size}, {args.steps} timed steps per case after a fresh "
+          f"compile (jax.jit, CPU, {rows[0].cpu_count} cores); baseline: the first case's step, measured in this run")
+    print(f"{'data':<26} {'network':<11} {'D':>4} {'params':>8} {'compile s':>10} {'step ms':>8} "
+          f"{'x baseline':>10} {'compile share':>13}")
+    for r in rows:
+        print(f"{r.data:<26} {r.network:<11} {r.dim:>4} {r.n_params:>8} {r.compile_time:>10.2f} "
+              f"{1e3 * r.step_time:>8.2f} {r.step_time / base.step_time:>10.2f} {100 * r.compile_share:>12.1f}%")
+    print("compile share: compile / (compile + steps x step) of these runs; in figure 6's cells the compile is "
+          "shared by every cell of a worker with the same network (REPORT.md gives the share of the run)")
+    return 0
+
+
+_BRANCHES = {"posterior": (_posterior_arguments, _posterior_run), "solver": (_solver_arguments, _solver_run),
+             "training": (_training_arguments, _training_run)}
