@@ -386,6 +386,7 @@ def test_shared_artifact_is_computed_once_by_concurrent_processes(tmp_path):
     with ctx.Pool(2) as pool:
         results = pool.starmap(_artifact_in_process, [(tmp_path / "shared", counter, barrier)] * 2)
     assert counter.read_text().count("x") == 1, "two processes computed the same artifact"
+    assert [f.suffix for f in (tmp_path / "shared").iterdir()] == [".json"]  # no lock file left behind
     assert results[0] == results[1] == {"h": [0.1, 1 / 3], "method": "m"}
     # a later call reads the file: no computation
     token = S._SHARED_DIR.set(str(tmp_path / "shared"))

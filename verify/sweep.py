@@ -558,6 +558,9 @@ def shared_artifact(name: str, key, compute):
             text = as_json(compute())
             _atomic_bytes(path, (text + "\n").encode())
             found = json.loads(text)["result"]
+            # Safe to remove once the file exists: a process that opens a new lock file re-reads the
+            # file under it before computing, and one waiting on this lock reads it too.
+            (folder / f"{digest}.lock").unlink(missing_ok=True)
         return found
     finally:
         os.close(fd)  # releases the lock
