@@ -194,9 +194,8 @@ def _neural_table(rows):
     lines = []
     for r, cmp in rows:
         ref = cmp["sqrt-entropic"]
-        for name in ("edm_lognormal", "sqrt-pilot", "online", "cosine", "uniform_lambda"):
-            if name not in cmp:
-                continue
+        # every schedule compared, in the figure's order (a fixed list here used to leave two out)
+        for name in (n for n in cmp if n != "sqrt-entropic"):
             c = cmp[name]
             lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | "
                          f"{_f(r['comparison']['target']):.4g} | {_f(ref['steps']):.0f} | {name} | "

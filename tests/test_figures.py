@@ -54,7 +54,9 @@ def _fig6_doc(disc, cont):
         cmp = [{"name": "sqrt-entropic", "steps": 100.0, "final_mean": 1.0, "final_se": 0.1, "ratio": 1.0, "lo": 1.0,
                 "hi": 1.0},
                {"name": "edm_lognormal", "steps": 100.0 * ratio, "final_mean": 1.0, "final_se": 0.1, "ratio": ratio,
-                "lo": lo, "hi": hi}]
+                "lo": lo, "hi": hi},
+               {"name": "entropic", "steps": 150.0, "final_mean": 1.2, "final_se": 0.1, "ratio": 1.5, "lo": 1.2,
+                "hi": 1.9}]
         return {"data": name, "discrete": discrete, "comparison": {"target": 1.0, "rows": cmp}}
     return {"rows": [control("d1", True), control("c1", False)], "seeds": [0], "interval": [-8, 8], "data_scale": "test",
             "neural": {"rows": [neural("d1", True, disc), neural("c1", False, cont)], "target_rule": "test rule",
@@ -88,6 +90,9 @@ def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     text = R.write_report(tmp_path).read_text()
     assert f"| C5: {R.CLAIMS[4][1]} | **{v5}** |" in text
     assert "(i) Coupled control" in text  # the controls have their own rows
+    compared = {ln.split("|")[5].strip() for ln in text.splitlines() if ln.startswith("| d1 |") and "(sqrt:" in ln}
+    assert compared == {r["name"] for r in _fig6_doc(disc, cont)["neural"]["rows"][0]["comparison"]["rows"]} - {
+        "sqrt-entropic"}  # every schedule of the comparison has its row
 
 
 @pytest.mark.parametrize("sim, se, word", [
