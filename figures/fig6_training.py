@@ -319,9 +319,19 @@ _STYLES = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ entropic"), "entropic": ("C
            "online": ("C1", "P", "online (losses)"), "sqrt-pilot": ("C5", "*", r"$\sqrt{h}$ from pilot losses")}
 
 
-def _plot_coupled(axes, doc):
-    from matplotlib.ticker import FormatStrFormatter
+def _plain_log_ticks(ax) -> None:
+    """A log y axis labelled in plain numbers (240, 4800; not 2.4e+02): minor ticks labelled only when the
+    axis spans less than a decade (over more, they crowd the major ones)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
+    ax.set_yscale("log")
+    fmt = FuncFormatter(lambda v, _pos: f"{v:.0f}" if v >= 100 else f"{v:.3g}")
+    ax.yaxis.set_major_formatter(fmt)
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_minor_formatter(fmt if hi / lo < 10 else NullFormatter())
+
+
+def _plot_coupled(axes, doc):
     N = np.asarray(doc["N_values"], float)
     for ax, row in zip(axes, doc["rows"]):
         for key in SCHEDULES:
@@ -333,9 +343,7 @@ def _plot_coupled(axes, doc):
                         ms=3, capsize=2, label=lab + extra)
         ax.axhline(row["target"], color="k", ls=":", lw=1)
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+        _plain_log_ticks(ax)
         ax.set_title(f"(i) coupled control: {row['data']}", fontsize=9)
         ax.set_xlabel("training samples N", fontsize=8)
         ax.legend(fontsize=6, loc="upper right")
@@ -361,8 +369,6 @@ def _plot_independent(ax, ind):
 
 
 def _plot_neural(axes, neu):
-    from matplotlib.ticker import FormatStrFormatter
-
     for ax, row in zip(axes, neu["rows"]):
         steps = np.asarray(row["steps"], float)
         keep = steps > 0
@@ -377,9 +383,7 @@ def _plot_neural(axes, neu):
                         color=col, marker=mk, ms=3, capsize=2, lw=1, label=lab + extra)
         ax.axhline(C.from_json_float(row["comparison"]["target"]), color="k", ls=":", lw=1)
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.3g"))
+        _plain_log_ticks(ax)
         kind = "discrete" if row["discrete"] else "continuous"
         ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {row['dim']})\n"
                      f"$\\sqrt{{h}}$ from: {row['h_source']}", fontsize=8)
