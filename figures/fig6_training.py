@@ -19,8 +19,8 @@ data set in (i) (kind ``fig6-coupled``, cached in ``OUT/fig6_coupled_cells``), o
 (``fig6-independent``, ``OUT/fig6_independent_cells``), one per (data x schedule x seed) in (iii)
 (``neural``, ``OUT/fig6_cells``), preceded by one per (schedule x data) for the costly part of the
 entropic and pilot schedules (``fig6-schedule``, ``OUT/fig6_schedule_cells``: an entropy-rate profile
-or a pilot run, kept in ``OUT/fig6_shared`` and read by every training cell), on a LocalCluster of two worker processes or on the cluster of
-``scheduler``.  A cell's cache key holds its sizes, seed and code version, so an interrupted run
+or a pilot run, kept in ``OUT/fig6_shared`` and read by every training cell), on a LocalCluster of
+two worker processes or on the cluster of ``scheduler``.  A cell's cache key holds its sizes, seed and code version, so an interrupted run
 resumes without recomputing a finished cell and a changed configuration is never reused; the
 cells' counters (cached / computed) and timings are written to ``OUT/fig6_cells.json``.
 
@@ -194,10 +194,14 @@ def _neural_sizes(quick: bool) -> dict:
                 "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
                 "online_refresh": 100}
     # --full: 5 data x 8 schedules x 5 seeds = 200 cells.  Measured per cell under load (one XLA thread):
-    # a step 1.3-1.5 ms (Dirac, digits) or 3.2 ms (MNIST, D = 784); evaluations 1.3-3.3 s; once per
-    # worker process the population h of MNIST (368 s, both entropic rules).  4000 steps projected
-    # ~2960 CPU s for this regime alone (25 min on 2 workers); 2500 steps ~2340 s, leaving room for
-    # regimes (i) and (ii).  Seeds stay at 5 (the issue's minimum for the bootstrap intervals).
+    # a step 1.3-1.5 ms (Dirac, digits) or 3.2 ms (MNIST, D = 784); evaluations 1.3-3.3 s.  The
+    # population h of MNIST (70 s, both entropic rules) and the pilot runs are built once, in the
+    # schedule cells.  4000 steps projected ~2960 CPU s for this regime alone (25 min on 2 workers);
+    # 2500 steps ~2340 s, leaving room for regimes (i) and (ii): `reproduce --full` with MNIST took
+    # 29 min 21 s in all on 2 cores (2026-12-02), figure 6 24 min of it.  Seeds stay at 5 (the
+    # issue's minimum for the bootstrap intervals).  The MNIST cells use the MLP, not the small CNN of
+    # verify.neural: its step takes 118 ms against the MLP's 2 ms (`noisealloc bench training`), i.e.
+    # about 6.5 hours for the 80 MNIST cells.
     return {"steps": 2500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
             "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 256,
             "online_refresh": 100}
@@ -227,17 +231,20 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
     fixed = {k: v for k, v in sz.items() if k != "seeds"}
     fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX})
     shared = Path(out_dir) / SHARED_DIR
-    # First the schedules' costly parts, one cell each (MNIST's population h is minutes of Monte Carlo),
-    # so that no two workers compute one and the training cells only read them.
+    # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
+    # Carlo), so that no two workers compute one and the training cells only read them.
     from noisealloc.verify.sweep import cell_parameters
 
-    accepted = cell_parameters("fig6-schedule")
-    prep = _spec("fig6-schedules", "fig6-schedule", {k: v for k, v in fixed.items() if k in accepted},
-                 {"schedule": sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY}), "data": data})
-    prep_records, prep_counts = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR, scheduler, progress,
-                                               "(iii) schedules", shared)
-    prep_counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"],
-                               "seconds": r["seconds"]} for r in prep_records]
+    prepared = sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY})
+    prep_counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
+    if prepared:
+        accepted = cell_parameters("fig6-schedule")
+        prep = _spec("fig6-schedules", "fig6-schedule", {k: v for k, v in fixed.items() if k in accepted},
+                     {"schedule": prepared, "data": data})
+        prep_records, prep_counts = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR, scheduler, progress,
+                                                   "(iii) schedules", shared)
+        prep_counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"],
+                                   "seconds": r["seconds"]} for r in prep_records]
     spec = _spec("fig6-neural", "neural", fixed, {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds})
     records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR, scheduler, progress, "(iii)", shared)
     counts["schedules"] = prep_counts

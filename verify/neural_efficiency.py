@@ -241,8 +241,9 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
     key = (data.name, schedule, lo, hi, int(h_levels), int(h_samples), tuple(sorted((pilot or {}).items())))
     if key not in _SCHEDULES:
         # Deterministic in its key.  The costly parts (an entropy-rate profile: MNIST's population h is
-        # minutes of Monte Carlo; a pilot run) are shared artifacts of the run (verify.sweep.shared_artifact):
-        # computed once for all seeds, both entropic rules and every worker, and read back on a rerun.
+        # about a minute of Monte Carlo; a pilot run) are shared artifacts of the run
+        # (verify.sweep.shared_artifact): computed once for all seeds, both entropic rules and every
+        # worker, and read back on a rerun.
         if schedule == "sqrt-pilot":
             _SCHEDULES[key] = pilot_schedule(data, lo, hi, **(pilot or {})).schedule
         elif schedule in ENTROPIC_SCHEDULES:
@@ -504,6 +505,7 @@ def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: in
     The entropy-rate profile (``"sqrt-entropic"``, ``"entropic"``) or the pilot run (``"sqrt-pilot"``)
     is kept as a shared artifact of the run (:func:`~noisealloc.verify.sweep.shared_artifact`), which
     :func:`cell_neural` with the same options then reads instead of computing it on every worker.
+
     Parameters
     ----------
     data, schedule : str
