@@ -291,7 +291,8 @@ def fig6_controls(f6) -> list[str]:
             if r["schedule"] == "sqrt-entropic":
                 word = "reference"
             elif not ok:
-                word = f"no ({abs(sim - ex) / se:.1f} s.e. from the prediction)"
+                word = (f"no ({abs(sim - ex) / se:.1f} s.e. from the prediction)" if se > 0
+                        else "no (off the prediction, zero s.e.)")
             else:
                 word = "yes" if wins else "undecided (s.e. too large to tell from 1)"
             lines.append(f"| {r['schedule']} | {sim:.3g} +- {se:.2g} | {ex:.3g} | {_f(r['predicted_factor']):.3g} | "

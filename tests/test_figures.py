@@ -99,6 +99,7 @@ def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     (1.30, 0.05, "yes"),            # agrees with 1.3 and clears 1 by 6 s.e.
     (2.50, 0.58, "undecided"),      # agrees with 1.3, but 1 is within 4 s.e.
     (2.00, 0.05, "no (14.0 s.e."),  # 14 s.e. from the prediction
+    (2.00, 0.0, "no (off the prediction, zero s.e.)"),  # degenerate: never a division by zero
 ])
 def test_fig6_independent_control_words(sim, se, word):
     # Regime (ii)'s row says "undecided" when the factor cannot be told from 1, never "no" for a noisy agreement.
