@@ -125,29 +125,21 @@ class NeuralData:
 
 
 def dependency_version() -> str:
-    """Hash of the sources a regime-(iii) cell depends on beyond its own module, for the ``code`` option.
+    """Hash of every source a regime-(iii) cell depends on: the sweep engine's code version of
+    :func:`cell_neural` (this module, the engine, the training stack, the metric, the schedules and
+    the data models; :data:`noisealloc.verify.sweep.CELL_DEPENDENCIES`).
 
-    The sweep engine's cache key covers the cell function's module and the engine; passing this as
-    the cell's ``code`` option makes an edit of the training stack, the metric, the schedules or the
-    data models invalidate cached cells too.
+    It keys the shared artifacts (:func:`entropy_rate_profile`, :func:`pilot_schedule`), so an edit of
+    any of those sources invalidates them as it invalidates the cells' cache keys.
 
     Returns
     -------
     str
         16 hex digits.
     """
-    import hashlib
-    from pathlib import Path
+    from noisealloc.verify.sweep import code_version
 
-    import noisealloc.theory as theory
-
-    here = Path(__file__).parent
-    files = [here / "neural.py", here / "heldout.py", here / "training.py", *sorted(Path(theory.__file__).parent.glob("*.py"))]
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    return code_version("noisealloc.verify.neural_efficiency:cell_neural")
 
 
 def prepare_data(name: str, *, mnist=None) -> NeuralData:
@@ -259,13 +251,6 @@ def make_levels(data: NeuralData, schedule: str, lam_min: float, lam_max: float,
     return _SCHEDULES[key]
 
 
-def _artifact_version() -> str:
-    # Every source a shared artifact depends on (this module, the sweep engine, the training stack, theory/).
-    from noisealloc.verify.sweep import code_version
-
-    return code_version("noisealloc.verify.neural_efficiency:cell_neural")
-
-
 def entropy_rate_profile(data: NeuralData, lam_min: float, lam_max: float, *, h_levels: int = 65,
                          h_samples: int = 256) -> dict:
     r"""The entropy-rate profile :math:`h(\lambda)` the entropic schedules of ``data`` are built from.
@@ -314,7 +299,7 @@ def entropy_rate_profile(data: NeuralData, lam_min: float, lam_max: float, *, h_
 
     return shared_artifact("fig6 entropy rate", {"data": data.name, "h_source": data.h_source, "interval": [lo, hi],
                                                  "h_levels": int(h_levels), "h_samples": int(h_samples),
-                                                 "code": _artifact_version()}, compute)
+                                                 "code": dependency_version()}, compute)
 
 
 @dataclass(frozen=True)
@@ -384,7 +369,7 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
             "width": int(width), "depth": int(depth), "levels": int(levels), "seed": int(seed)}
     # The pilot run is a shared artifact of the run: trained once, not once per worker and seed.
     res = shared_artifact("fig6 pilot losses", {"data": data.name, "interval": [lo, hi], **opts,
-                                                "code": _artifact_version()},
+                                                "code": dependency_version()},
                           lambda: _pilot_losses(data, lo, hi, **opts))
     lam, loss, loss_se = (np.asarray(res[k], dtype=np.float64) for k in ("lam", "loss", "loss_se"))
     prof = fit_mmse_profile(lam, loss, loss_se, rng=np.random.default_rng([DATA_SEED, 7]))

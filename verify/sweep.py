@@ -390,6 +390,10 @@ def _resolve(target: str):
         raise ValueError(f"cell function {target!r} cannot be imported: {exc}") from None
 
 
+#: What regime (iii)'s cells (training and schedule) depend on beyond their own module.
+_NEURAL_DEPENDENCIES = ("noisealloc.theory", "noisealloc.verify.neural", "noisealloc.verify.heldout",
+                        "noisealloc.verify.training")
+
 #: Code a built-in cell kind depends on beyond its own module: every source file of these
 #: subpackages enters the code version, so a change anywhere in them invalidates cached cells.
 CELL_DEPENDENCIES = {
@@ -397,10 +401,8 @@ CELL_DEPENDENCIES = {
                                               "noisealloc.verify.loss_recovery"),
     "noisealloc.verify.sweep:cell_training": ("noisealloc.theory", "noisealloc.verify.training"),
     "noisealloc.verify.sweep:cell_demo": (),
-    "noisealloc.verify.neural_efficiency:cell_neural": ("noisealloc.theory", "noisealloc.verify.neural",
-                                                        "noisealloc.verify.heldout", "noisealloc.verify.training"),
-    "noisealloc.verify.neural_efficiency:cell_schedule": ("noisealloc.theory", "noisealloc.verify.neural",
-                                                          "noisealloc.verify.heldout", "noisealloc.verify.training"),
+    "noisealloc.verify.neural_efficiency:cell_neural": _NEURAL_DEPENDENCIES,
+    "noisealloc.verify.neural_efficiency:cell_schedule": _NEURAL_DEPENDENCIES,
     "noisealloc.verify.regime_cells:cell_coupled": ("noisealloc.theory", "noisealloc.verify.training"),
     "noisealloc.verify.regime_cells:cell_independent": ("noisealloc.theory", "noisealloc.verify.learners"),
 }
