@@ -49,6 +49,7 @@ def test_cli_bench_training_prints_cases_and_ratio(capsys):
 @pytest.mark.parametrize("argv, needle", [
     (["--only", "digits:cnn"], "--only must be a comma-separated subset"),
     (["--steps", "0"], "--steps and --batch-size must be >= 1"),
+    (["--mnist", "/nonexistent/mnist", "--only", "mnist:mlp"], "/nonexistent/mnist"),
 ])
 def test_cli_bench_training_bad_input(argv, needle, capsys):
     from noisealloc.cli import main

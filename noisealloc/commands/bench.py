@@ -295,6 +295,11 @@ def _training_run(args) -> int:
         if not want or bad:
             raise ValueError(f"--only must be a comma-separated subset of {','.join(names)}; got {args.only!r}")
         cases = [CASES[names.index(c)] for c in want]
+    if args.mnist is not None and any(d == "mnist" for d, _ in cases):
+        from noisealloc.theory.datasets import load_mnist
+
+        # A path given and wrong is an error, never the synthetic stand-in the benchmark uses without one.
+        load_mnist(args.mnist)
     rows = bench_training(cases, batch_size=args.batch_size, steps=args.steps, mnist=args.mnist)
     base = rows[0]
     print(f"bench training: Adam steps at batch {args.batch_size}, {args.steps} timed steps per case after a fresh "
