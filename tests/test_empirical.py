@@ -169,6 +169,62 @@ def test_numba_and_numpy_kernels_agree():
     assert_close_rel(a.mmse[big], b.mmse[big], 300 * EPS, atol_scale=0.0, msg="mmse, not tiny")
 
 
+@pytest.mark.parametrize("float32", [False, True])
+def test_worker_threads_do_not_change_results(float32):
+    """The engine deals the sample rows to worker threads: 1, 2 and 3 workers agree with each other and
+    with the numpy reference.  The level passes treat each row alone, but the BLAS may round a row of
+    the GEMM differently when it is part of another set of rows (float32 here: different edge
+    kernels), so agreement is asserted to the engine's tolerance, not to the bit."""
+    numba = pytest.importorskip("numba")
+    mu, w = small_mixture(11, 700, 30, scale=2.0)
+    lam = np.linspace(-12, 12, 13)
+    saved = numba.get_num_threads()
+    runs = {}
+    try:
+        for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS), min(3, numba.config.NUMBA_NUM_THREADS)):
+            numba.set_num_threads(threads)
+            runs[threads] = information_samples(mu, w, lam, n_samples=41, rng=5, block_size=256,
+                                                float32_distances=float32, kernel="numba")
+    finally:
+        numba.set_num_threads(saved)
+    ref = runs[1]
+    assert ref.info["threads"] == 1
+    rtol = EMPIRICAL_FLOAT32_RTOL if float32 else EMPIRICAL_DENSE_RTOL
+    b = information_samples(mu, w, lam, n_samples=41, rng=5, block_size=256, float32_distances=float32,
+                            kernel="numpy")
+    for threads, s in runs.items():
+        assert s.info["threads"] == threads
+        for other, name in ((ref, "1 worker"), (b, "numpy")):
+            assert_close_rel(s.entropy, other.entropy, rtol, msg=f"entropy, {threads} workers vs {name}")
+            assert_close_rel(s.mmse, other.mmse, rtol, atol_scale=0.0, msg=f"mmse, {threads} workers vs {name}")
+
+
+def test_failed_worker_stops_the_others(monkeypatch):
+    """A worker that fails (here: on its first block) must not leave the others waiting at the
+    block barrier: the error reaches the caller, promptly."""
+    numba = pytest.importorskip("numba")
+    import time
+
+    real = kern.level_pass_gram_rows
+
+    def failing(G, row_ids, *args):
+        if row_ids[0] == 0:
+            raise RuntimeError("injected failure")
+        return real(G, row_ids, *args)
+
+    monkeypatch.setattr(kern, "level_pass_gram_rows", failing)
+    mu, w = small_mixture(2, 400, 8)
+    saved = numba.get_num_threads()
+    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(RuntimeError, match="injected failure"):
+            information_samples(mu, w, [-1.0, 0.0, 1.0], n_samples=16, rng=0, block_size=50, kernel="numba")
+        assert time.perf_counter() - t0 < 60.0
+    finally:
+        numba.set_num_threads(saved)
+
+
 def test_pure_python_fallback_matches(tmp_path):
     """With NOISEALLOC_DISABLE_NUMBA=1 the jit kernel runs as plain Python; same numbers."""
     code = (

@@ -2,9 +2,10 @@ r"""Kernels of the blocked posterior engine (private; used by :mod:`noisealloc.t
 
 One kernel, two implementations with the same contract:
 
-* :func:`level_pass_gram` -- compiled through :func:`noisealloc.theory._numba.jit`;
-  rows in parallel (``prange``); each row's squared distances are assembled from
-  the GEMM output, then every level is processed while the row sits in cache.
+* :func:`level_pass_gram_rows` -- compiled through :func:`noisealloc.theory._numba.jit`;
+  one thread per call, without the GIL (the engine runs one call per worker thread on
+  disjoint rows); each row's squared distances are assembled from the GEMM output, then
+  every level is processed while the row sits in cache.
   Per level, two short vectorisable stages per chunk of :data:`_CH` atoms
   (logits and range reduction; polynomial and sums) keep the dependency chains
   short enough for the out-of-order core to overlap iterations; the sums go into
@@ -43,9 +44,10 @@ import math
 
 import numpy as np
 
-from noisealloc.theory._numba import jit, prange
+from noisealloc.theory._numba import jit
 
-__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram", "level_pass_numpy", "exp_nonpositive", "gather_centred"]
+__all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram_rows", "level_pass_numpy", "exp_nonpositive",
+           "gather_centred_norms"]
 
 #: Below this, exp(s) is subnormal (exp(-708) ~ 3.3e-308 is near the smallest normal number): the
 #: kernel's exp then agrees with ``np.exp`` to the subnormal spacing 2**-1074, not to relative precision.
@@ -391,64 +393,82 @@ def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
                 cmax, cmin, amin, amax, bmin, bmax = _bounds(c, A, B, n)
 
 
-@jit(parallel=True)
-def level_pass_gram(G, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
-                    c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st):
-    """Compiled kernel working from the GEMM output directly (no distance matrices in memory).
-
-    ``G`` (2n, Kb): rows ``0..n-1`` hold ``mu_k . mu_j`` and rows ``n..2n-1`` hold ``eps . mu_j``
-    (centred atoms).  Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0),
-    ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
-    (near-duplicates, where the expansion loses its relative accuracy) are recomputed from the
-    original ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.
-    Then :func:`_row_levels` with levels in the order ``order`` (``a_lev[order]`` ascending,
-    ``b_lev = sqrt(2 a_lev)``) and ``ref[i]`` = the log-weight of row ``i``'s sampled atom.
-    """
-    n2, kb = G.shape
-    n = n2 // 2
+@jit
+def _gram_row(G, i, ig, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+              c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc):
+    """Row ``i`` of ``G`` (``n`` sample rows; global sample index ``ig``): distances, then every level."""
+    kb = G.shape[1]
     dim = atoms.shape[1]
-    kb_pad = ((kb + _CH - 1) // _CH) * _CH
-    for i in prange(n):
-        Arow = np.empty(kb_pad)
-        Brow = np.empty(kb_pad)
-        crow = np.empty(kb_pad)
-        buf = np.empty(3 * _CH)
-        acc = np.empty(3 * _W)
-        nki = nk[i]
-        eki = ek[i]
-        ui = np.uint64(i)
-        un = np.uint64(n)
-        for j in range(kb):
-            uj = np.uint64(j)
-            av = (nki + nrm[uj]) - 2.0 * G[ui, uj]
-            Arow[uj] = av if av > 0.0 else 0.0
-            Brow[uj] = eki - G[un + ui, uj]
-            crow[uj] = c[uj]
-        kg = k_global[i]
-        for j in range(kb):
-            if Arow[j] < refine_factor * (nki + nrm[j]):
-                aa = 0.0
-                bb = 0.0
-                for d in range(dim):
-                    diff = atoms[kg, d] - atoms[start + j, d]
-                    aa += diff * diff
-                    bb += eps[i, d] * diff
-                Arow[j] = aa
-                Brow[j] = bb
-        kl = k_local[i]
-        if kl >= 0 and kl < kb:
-            Arow[kl] = 0.0
-            Brow[kl] = 0.0
-        _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
+    nki = nk[ig]
+    eki = ek[ig]
+    ui = np.uint64(i)
+    un = np.uint64(n)
+    for j in range(kb):
+        uj = np.uint64(j)
+        av = (nki + nrm[uj]) - 2.0 * G[ui, uj]
+        Arow[uj] = av if av > 0.0 else 0.0
+        Brow[uj] = eki - G[un + ui, uj]
+        crow[uj] = c[uj]
+    kg = k_global[ig]
+    for j in range(kb):
+        if Arow[j] < refine_factor * (nki + nrm[j]):
+            aa = 0.0
+            bb = 0.0
+            for d in range(dim):
+                diff = atoms[kg, d] - atoms[start + j, d]
+                aa += diff * diff
+                bb += eps[ig, d] * diff
+            Arow[j] = aa
+            Brow[j] = bb
+    kl = k_local[ig]
+    if kl >= 0 and kl < kb:
+        Arow[kl] = 0.0
+        Brow[kl] = 0.0
+    _row_levels(crow, Arow, Brow, kb, ref[ig], a_lev, b_lev, order, m_st, z_st, t_st, u_st, ig, buf, acc)
 
 
-@jit(parallel=True)
-def gather_centred(src, cols, centre, out):
-    """``out[i, q] = src[i, cols[q]] - centre[q]``: a block of atoms, centred, on the coordinates ``cols``
-    (one pass; numpy's ``take`` along the columns and a subtraction are two, and ``take`` is slow)."""
-    for i in prange(src.shape[0]):
+@jit(nogil=True)
+def level_pass_gram_rows(G, row_ids, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+                         c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st):
+    """Compiled kernel working from the GEMM output directly (no distance matrices in memory), on one
+    thread and without the GIL, for the sample rows ``row_ids``.
+
+    ``G`` (2n, Kb) holds those rows only (``mu_k . mu_j`` of row ``row_ids[i]`` in row ``i``, then
+    ``eps . mu_j``); the per-sample arrays (``nk``, ``ek``, ``k_local``, ``k_global``, ``eps``,
+    ``ref``) and the states are indexed by the global row ``row_ids[i]``.  Several threads may run
+    it at once on disjoint sets of rows; a row's arithmetic does not depend on the other rows.
+
+    Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0), ``B_ij = ek_i - G_{n+i, j}``; entries
+    with ``A_ij < refine_factor (nk_i + nrm_j)`` (near-duplicates, where the expansion loses its
+    relative accuracy) are recomputed from the original ``atoms`` (K, D); the true atom
+    (``k_local`` in ``[0, Kb)``) gets exactly 0.  Then :func:`_row_levels` with levels in the order
+    ``order`` (``a_lev[order]`` ascending, ``b_lev = sqrt(2 a_lev)``) and ``ref`` = the log-weight of
+    the row's sampled atom.
+    """
+    n = G.shape[0] // 2
+    kb_pad = ((G.shape[1] + _CH - 1) // _CH) * _CH
+    Arow = np.empty(kb_pad)
+    Brow = np.empty(kb_pad)
+    crow = np.empty(kb_pad)
+    buf = np.empty(3 * _CH)
+    acc = np.empty(3 * _W)
+    for i in range(n):
+        _gram_row(G, i, row_ids[i], n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+                  c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc)
+
+
+@jit(nogil=True)
+def gather_centred_norms(src, cols, centre, out, nrm):
+    """``out[i, q] = src[i, cols[q]] - centre[q]`` and ``nrm[i] = ||out[i]||^2``: a block of atoms, centred, on the
+    coordinates ``cols`` (one pass, one thread, without the GIL; numpy's ``take`` along the columns, a
+    subtraction and the norms are three passes, and ``take`` is slow)."""
+    for i in range(src.shape[0]):
+        acc = 0.0
         for q in range(cols.shape[0]):
-            out[i, q] = src[i, cols[q]] - centre[q]
+            v = src[i, cols[q]] - centre[q]
+            out[i, q] = v
+            acc += v * v
+        nrm[i] = acc
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

@@ -112,6 +112,7 @@ Guo, Shamai & Verdu (2005), Mutual information and minimum mean-square error in 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import cached_property
 
@@ -123,6 +124,7 @@ from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam,
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 from noisealloc.theory.tolerances import ATOM_ABS_MAX
+from noisealloc.theory._threads import single_blas_thread
 from noisealloc.theory._limits import (LOW_SNR_LIMIT, dirac_underflow_snr, min_distance_lower_bound,
                                        refuse_complex)
 
@@ -179,6 +181,8 @@ _GH_MAX_ENTRIES_3D = 1 << 21
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
 # Monte-Carlo sample count when none is given.
 _DEFAULT_SAMPLES = 4096
+# Rows per block of the centred-norm pass (a 4 MB temporary for MNIST rows).
+_NORM_BLOCK = 512
 # Atoms x span dimension from which the denoiser uses the blocked GEMM engine: below it the
 # per-point reference-atom kernel is as fast and handles a level per point.
 _BLOCKED_MIN_SIZE = 512
@@ -374,7 +378,7 @@ class DiracMixture:
         if atoms.ndim != 2 or atoms.shape[0] < 1 or atoms.shape[1] < 1:
             raise ValueError(f"atoms must have shape (K, D) with K >= 1, D >= 1 (or (K,)); got shape {atoms.shape}")
         check_finite(atoms, "atoms")
-        big = float(np.max(np.abs(atoms)))
+        big = max(float(atoms.max()), -float(atoms.min()))  # max |x| without a temporary the size of the atoms
         if big > ATOM_ABS_MAX:
             raise ValueError(
                 f"atoms must have |coordinate| <= ATOM_ABS_MAX = {ATOM_ABS_MAX:g} (squared distances overflow beyond); "
@@ -407,9 +411,18 @@ class DiracMixture:
     @cached_property
     def _centred_sq_norms(self) -> np.ndarray:
         r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms (MNIST: a 63 MB temporary) shared
-        by :attr:`total_variance` and :attr:`_low_snr_level`."""
-        centred = self.atoms - self.weights @ self.atoms
-        return np.einsum("kd,kd->k", centred, centred)
+        by :attr:`total_variance`, :attr:`_low_snr_level` and :attr:`_underflow_level`."""
+        out = np.empty(self.n_atoms)
+        # In blocks of rows: one pass over the atoms, no centred copy of them all.
+        for s in range(0, self.n_atoms, _NORM_BLOCK):
+            c = self.atoms[s:s + _NORM_BLOCK] - self._centre
+            out[s:s + _NORM_BLOCK] = np.einsum("kd,kd->k", c, c)
+        return out
+
+    @cached_property
+    def _centre(self) -> np.ndarray:
+        r"""The mean :math:`\bar\mu = \sum_k \pi_k \mu_k`."""
+        return self.weights @ self.atoms
 
     # ------------------------------------------------------------------ span
     @cached_property
@@ -704,7 +717,9 @@ class DiracMixture:
 
     @cached_property
     def _underflow_level(self) -> float:
-        snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms))
+        # max ||mu_k|| <= max ||mu_k - mean|| + ||mean|| (the projection bound's rounding term).
+        max_norm = (math.sqrt(float(np.max(self._centred_sq_norms))) + float(np.linalg.norm(self._centre))) * 1.01
+        snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms, max_norm=max_norm))
         return math.log(snr) if snr > 0 else -math.inf
 
     def _limit_levels(self, lam):
@@ -781,13 +796,17 @@ class DiracMixture:
 
         n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
         flat = np.asarray(lam, dtype=np.float64).reshape(-1)
-        low, high = self._limit_levels(flat)
-        mid = ~(low | high)
-        # The engine runs on the levels between the limits only (so they also shape the proposal);
-        # the limit levels get per-sample values equal to their exact limits (mean exact, stderr 0).
-        smp = information_samples(self.atoms, self.weights, flat[mid] if np.any(mid) else np.zeros(1), n_samples=n,
-                                  rng=rng, block_size=block_size, float32_distances=float32_distances,
-                                  progress=progress, stratify=stratify, importance=importance)
+        # The plain engine runs its GEMMs on its own worker threads; a threaded BLAS call just before
+        # (the limits' GEMVs) would leave BLAS threads polling on the cores they need (theory._threads).
+        with contextlib.nullcontext() if importance else single_blas_thread():
+            low, high = self._limit_levels(flat)
+            mid = ~(low | high)
+            # The engine runs on the levels between the limits only (so they also shape the proposal);
+            # the limit levels get per-sample values equal to their exact limits (mean exact, stderr 0).
+            smp = information_samples(self.atoms, self.weights, flat[mid] if np.any(mid) else np.zeros(1),
+                                      n_samples=n, rng=rng, block_size=block_size,
+                                      float32_distances=float32_distances, progress=progress, stratify=stratify,
+                                      importance=importance)
         if np.all(mid):
             return smp
         n_draws = smp.mmse.shape[1]

@@ -492,6 +492,147 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.ldexp(np.sqrt(var), expo[..., 0])
 
 
+def _kernel_threads() -> int:
+    from noisealloc.theory._threads import kernel_threads
+
+    return kernel_threads()
+
+
+def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w, a_lev, b_lev, order, ref,
+                  states, bs, dtype, refine, threads, bar):
+    """The blocked engine's GEMMs and level passes with the compiled kernels, on ``threads`` worker threads.
+
+    The sample rows are dealt round-robin to ``threads`` workers (the rows are ordered by atom, and
+    neighbouring atoms can cost alike); each worker runs, for every block
+    of atoms in turn, its share of the centring gather, one single-threaded GEMM of its rows against
+    the block, and the level passes of its rows.  Each row's arithmetic is the same whatever the number of
+    workers (the blocks do not depend on it, and a row meets the blocks in the same order), and
+    the workers write disjoint rows of ``states``.  Single-threaded GEMMs, because a threaded
+    GEMM's workers keep polling for work after each call (OpenBLAS: about 0.1 s) and take the
+    cores from the level passes (measured: the level passes ran 1.6 times slower).
+
+    Returns
+    -------
+    (wall_gemm, wall_levels, cpu_gemm, cpu_levels) : tuple of float
+        Seconds in (centring + GEMM) and (distance assembly + level passes): wall, mean over the
+        workers; CPU, summed over the workers' threads.
+    """
+    import threading
+    import time
+
+    from noisealloc.theory import _empirical_kernels as kern
+    from noisealloc.theory._threads import single_blas_thread, worker_pool as _worker_pool
+
+    K = mu_all.shape[0]
+    n = mk.shape[0]
+    m_st, z_st, t_st, u_st = states
+    c_blk = np.ascontiguousarray(log_w)
+    # Each block of atoms is centred once, each worker taking a share of its atoms, into one of two
+    # shared buffers (a worker gathers block b + 1 only after its level passes of block b, and the
+    # barrier after each gather guarantees that no worker still reads the buffer of block b - 1).
+    width = min(bs, K)
+    mu_cb = np.empty((2, width, live.size))
+    mu_cb32 = np.empty((2, width, live.size), dtype=np.float32) if dtype == np.float32 else None
+    nrm_cb = np.empty((2, width))
+    barrier = threading.Barrier(threads)
+
+    def work(w):
+        row_ids = np.arange(w, n, threads, dtype=np.int64)
+        nw = row_ids.size
+        stacked = np.vstack([mk[row_ids], eps_live[row_ids]]).astype(dtype)
+        g_flat = np.empty(2 * nw * width, dtype=dtype)
+        times = np.zeros(4)
+        for b, start in enumerate(range(0, K, bs)):
+            stop = min(K, start + bs)
+            nb = stop - start
+            c0, t0 = time.thread_time(), time.perf_counter()
+            j0, j1 = (nb * w) // threads, (nb * (w + 1)) // threads
+            kern.gather_centred_norms(mu_all[start + j0:start + j1], live, centre_live, mu_cb[b % 2, j0:j1],
+                                      nrm_cb[b % 2, j0:j1])
+            if mu_cb32 is not None:
+                mu_cb32[b % 2, j0:j1] = mu_cb[b % 2, j0:j1]
+            barrier.wait()
+            mub = (mu_cb if mu_cb32 is None else mu_cb32)[b % 2, :nb]
+            g = np.matmul(stacked, mub.T, out=g_flat[: 2 * nw * nb].reshape(2 * nw, nb))
+            c1, t1 = time.thread_time(), time.perf_counter()
+            kern.level_pass_gram_rows(g, row_ids, nk, nrm_cb[b % 2, :nb], ek, k - start, refine, mu_all, k, eps, start,
+                                      c_blk[start:stop], a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st)
+            c2, t2 = time.thread_time(), time.perf_counter()
+            times += (t1 - t0, t2 - t1, c1 - c0, c2 - c1)
+            if bar is not None and w == 0:
+                bar.update(nb)
+        return times
+
+    if threads == 1:
+        times = [work(0)]
+    else:
+        pool = _worker_pool(threads)
+        with single_blas_thread():
+            futures = [pool.submit(work, w) for w in range(threads)]
+            try:
+                times = [f.result() for f in futures]
+            finally:
+                # An interrupt or a failed worker: the others stop at their next barrier
+                # (BrokenBarrierError, which the result() above no longer waits for).
+                barrier.abort()
+    tot = np.sum(times, axis=0)
+    return tot[0] / threads, tot[1] / threads, tot[2], tot[3]
+
+
+def _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w, a_lev, b_lev, states, bs,
+                  dtype, refine, bar):
+    """The blocked engine with the pure-numpy reference kernel (one thread; the BLAS's own threads).
+
+    Returns
+    -------
+    (wall_gemm, wall_levels, cpu_gemm, cpu_levels) : tuple of float
+    """
+    import time
+
+    from noisealloc.theory import _empirical_kernels as kern
+
+    K = mu_all.shape[0]
+    n = mk.shape[0]
+    m_st, z_st, t_st, u_st = states
+    stacked = np.vstack([mk, eps_live]).astype(dtype)
+    mu_cb = np.empty((min(bs, K), live.size))
+    g_flat = np.empty(2 * n * min(bs, K), dtype=dtype)
+    rows = np.arange(n)
+    t_gemm = t_pass = c_gemm = c_pass = 0.0
+    for start in range(0, K, bs):
+        stop = min(K, start + bs)
+        nb = stop - start
+        c0, t0 = time.process_time(), time.perf_counter()
+        mub = np.take(mu_all[start:stop], live, axis=1, out=mu_cb[:nb])
+        mub -= centre_live
+        nrm_b = np.einsum("ij,ij->i", mub, mub)
+        g = np.matmul(stacked, mub.astype(dtype, copy=False).T, out=g_flat[: 2 * n * nb].reshape(2 * n, nb))
+        c1, t1 = time.process_time(), time.perf_counter()
+        g = g.astype(np.float64, copy=False)
+        A = nk[:, None] + nrm_b[None, :] - 2.0 * g[:n]
+        np.maximum(A, 0.0, out=A)
+        B = ek[:, None] - g[n:]
+        # Near-duplicate atoms: recompute the small squared distances directly.
+        ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm_b[None, :]))
+        if ri.size:
+            # Original coordinates: the centring itself rounds at the scale eps * |centre|.
+            diff = mu_all[k[ri]] - mu_all[start + ci]
+            A[ri, ci] = np.einsum("ij,ij->i", diff, diff)
+            B[ri, ci] = np.einsum("ij,ij->i", eps[ri], diff)
+        inside = (k >= start) & (k < stop)
+        A[rows[inside], k[inside] - start] = 0.0  # the true atom: exactly zero distance
+        B[rows[inside], k[inside] - start] = 0.0
+        kern.level_pass_numpy(A, B, log_w[start:stop], a_lev, b_lev, m_st, z_st, t_st, u_st)
+        c2, t2 = time.process_time(), time.perf_counter()
+        t_gemm += t1 - t0
+        t_pass += t2 - t1
+        c_gemm += c1 - c0
+        c_pass += c2 - c1
+        if bar is not None:
+            bar.update(nb)
+    return t_gemm, t_pass, c_gemm, c_pass
+
+
 def information_samples(
     atoms,
     weights,
@@ -531,10 +672,6 @@ def information_samples(
     ----------
     THEORY.md section 3.1 (Monte Carlo with common random numbers).
     """
-    import time
-
-    from noisealloc.theory import _empirical_kernels as kern
-
     mu = validate_atoms(atoms)
     w = validate_weights(weights, mu.shape[0])
     lam_arr = _validate_lam(lam).ravel()
@@ -547,6 +684,22 @@ def information_samples(
             raise ValueError(f"block_size and float32_distances are options of the plain engine (importance=False); "
                              f"got block_size={block_size!r}, float32_distances={float32_distances!r} with importance=True")
         return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng)
+    use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
+    if use_numba:
+        from noisealloc.theory._threads import single_blas_thread
+
+        # The worker threads run single-threaded GEMMs; a threaded BLAS call just before them (the
+        # centre below) would leave BLAS threads polling on the cores they need (theory._threads).
+        with single_blas_thread():
+            return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances,
+                                              progress, stratify, True)
+    return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress,
+                                      stratify, False)
+
+
+def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress, stratify,
+                               use_numba) -> InformationSamples:
+    """:func:`information_samples` with the plain GEMM engine (arguments checked)."""
     draws = draw_common_random_numbers(w, n_samples, mu.shape[1], rng=rng, stratify=stratify)
     n = len(draws.atom_index)
 
@@ -574,11 +727,8 @@ def information_samples(
     nk = np.einsum("ij,ij->i", mk, mk)
     ek = np.einsum("ij,ij->i", eps_live, mk)
     dtype = np.float32 if float32_distances else np.float64
-    stacked = np.vstack([mk, eps_live]).astype(dtype)
-    mu_cb = np.empty((min(bs, K), live.size))
-    mu_cb32 = np.empty((min(bs, K), live.size), dtype=np.float32) if float32_distances else None
-    g_flat = np.empty(2 * n * min(bs, K), dtype=dtype)
     eps_gemm = _EPS32 if float32_distances else _EPS
+    refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
     log_w = np.log(w)
     a_lev = np.exp(lam_arr) / 2.0
     b_lev = np.exp(lam_arr / 2.0)
@@ -587,62 +737,25 @@ def information_samples(
     z_st = np.zeros((L, n))
     t_st = np.zeros((L, n))
     u_st = np.zeros((L, n))
-    use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
     # The compiled kernel visits the levels in ascending order (its pruning of atoms that can
     # never again carry weight relies on it) and floors each shift at the sampled atom's logit.
     order = np.argsort(a_lev, kind="stable")
     ref = log_w[k]
-    rows = np.arange(n)
-    t_gemm = t_pass = c_gemm = c_pass = 0.0
+    states = (m_st, z_st, t_st, u_st)
     bar = _progress(K, progress, "posterior")
     try:
-        for start in range(0, K, bs):
-            stop = min(K, start + bs)
-            nb = stop - start
-            c0, t0 = time.process_time(), time.perf_counter()
-            if use_numba:
-                mub = mu_cb[:nb]
-                kern.gather_centred(mu_all[start:stop], live, centre_live, mub)
-            else:
-                mub = np.take(mu_all[start:stop], live, axis=1, out=mu_cb[:nb])
-                mub -= centre_live
-            nrm_b = np.einsum("ij,ij->i", mub, mub)
-            if float32_distances:
-                mu_cb32[:nb] = mub
-                mub = mu_cb32[:nb]
-            g = np.matmul(stacked, mub.T, out=g_flat[: 2 * n * nb].reshape(2 * n, nb))
-            c1, t1 = time.process_time(), time.perf_counter()
-            refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
-            if use_numba:
-                # Distances assembled row by row inside the kernel: no (n x Kb) temporaries.
-                kern.level_pass_gram(g, nk, nrm_b, ek, k - start, refine, mu_all, k, draws.eps, start,
-                                     log_w[start:stop].copy(), a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st)
-            else:
-                g = g.astype(np.float64, copy=False)
-                A = nk[:, None] + nrm_b[None, :] - 2.0 * g[:n]
-                np.maximum(A, 0.0, out=A)
-                B = ek[:, None] - g[n:]
-                # Near-duplicate atoms: recompute the small squared distances directly.
-                ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm_b[None, :]))
-                if ri.size:
-                    # Original coordinates: the centring itself rounds at the scale eps * |centre|.
-                    diff = mu_all[k[ri]] - mu_all[start + ci]
-                    A[ri, ci] = np.einsum("ij,ij->i", diff, diff)
-                    B[ri, ci] = np.einsum("ij,ij->i", draws.eps[ri], diff)
-                inside = (k >= start) & (k < stop)
-                A[rows[inside], k[inside] - start] = 0.0  # the true atom: exactly zero distance
-                B[rows[inside], k[inside] - start] = 0.0
-                kern.level_pass_numpy(A, B, log_w[start:stop], a_lev, b_lev, m_st, z_st, t_st, u_st)
-            c2, t2 = time.process_time(), time.perf_counter()
-            t_gemm += t1 - t0
-            t_pass += t2 - t1
-            c_gemm += c1 - c0
-            c_pass += c2 - c1
-            if bar is not None:
-                bar.update(stop - start)
+        if use_numba:
+            threads = min(_kernel_threads(), n)
+            timings = _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
+                                    b_lev, order, ref, states, bs, dtype, refine, threads, bar)
+        else:
+            threads = 1
+            timings = _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
+                                    b_lev, states, bs, dtype, refine, bar)
     finally:
         if bar is not None:
             bar.close()
+    t_gemm, t_pass, c_gemm, c_pass = timings
     entropy = np.maximum(np.log(z_st) - t_st / z_st, 0.0)
     mmse = 0.5 * u_st / z_st
     info = {
@@ -654,9 +767,10 @@ def information_samples(
         "n_atoms": int(K),
         "dim": int(D),
         "estimator": "trace-identity",
-        "seconds_gemm": t_gemm,  # wall seconds, block centring + GEMM
+        "threads": int(threads),
+        "seconds_gemm": t_gemm,  # wall seconds, block centring + GEMM (mean over the worker threads)
         "seconds_levels": t_pass,  # wall seconds, distance assembly + level passes
-        "seconds_cpu_gemm": c_gemm,  # CPU seconds of the process (all threads)
+        "seconds_cpu_gemm": c_gemm,  # CPU seconds (numba kernels: summed over the worker threads; numpy: the process)
         "seconds_cpu_levels": c_pass,
     }
     return InformationSamples(lam_arr, entropy, mmse, draws, info)
