@@ -207,10 +207,10 @@ def test_failed_worker_stops_the_others(monkeypatch):
 
     real = kern.level_pass_gram_rows
 
-    def failing(G, row_ids, *args):
-        if row_ids[0] == 0:
+    def failing(G, row_lo, *args):
+        if row_lo == 0:
             raise RuntimeError("injected failure")
-        return real(G, row_ids, *args)
+        return real(G, row_lo, *args)
 
     monkeypatch.setattr(kern, "level_pass_gram_rows", failing)
     mu, w = small_mixture(2, 400, 8)

@@ -3,8 +3,8 @@ r"""Kernels of the blocked posterior engine (private; used by :mod:`noisealloc.t
 One kernel, two implementations with the same contract:
 
 * :func:`level_pass_gram_rows` -- compiled through :func:`noisealloc.theory._numba.jit`;
-  one thread per call, without the GIL (the engine runs one call per worker thread on
-  disjoint rows); each row's squared distances are assembled from the GEMM output, then
+  one thread per call, without the GIL (the engine's worker threads run it on disjoint
+  ranges of rows); each row's squared distances are assembled from the GEMM output, then
   every level is processed while the row sits in cache.
   Per level, two short vectorisable stages per chunk of :data:`_CH` atoms
   (logits and range reduction; polynomial and sums) keep the dependency chains
@@ -394,13 +394,13 @@ def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
 
 
 @jit
-def _gram_row(G, i, ig, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
               c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc):
-    """Row ``i`` of ``G`` (``n`` sample rows; global sample index ``ig``): distances, then every level."""
+    """Sample row ``i`` of ``G`` (``n`` sample rows): distances, then every level."""
     kb = G.shape[1]
     dim = atoms.shape[1]
-    nki = nk[ig]
-    eki = ek[ig]
+    nki = nk[i]
+    eki = ek[i]
     ui = np.uint64(i)
     un = np.uint64(n)
     for j in range(kb):
@@ -409,7 +409,7 @@ def _gram_row(G, i, ig, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global,
         Arow[uj] = av if av > 0.0 else 0.0
         Brow[uj] = eki - G[un + ui, uj]
         crow[uj] = c[uj]
-    kg = k_global[ig]
+    kg = k_global[i]
     for j in range(kb):
         if Arow[j] < refine_factor * (nki + nrm[j]):
             aa = 0.0
@@ -417,33 +417,30 @@ def _gram_row(G, i, ig, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global,
             for d in range(dim):
                 diff = atoms[kg, d] - atoms[start + j, d]
                 aa += diff * diff
-                bb += eps[ig, d] * diff
+                bb += eps[i, d] * diff
             Arow[j] = aa
             Brow[j] = bb
-    kl = k_local[ig]
+    kl = k_local[i]
     if kl >= 0 and kl < kb:
         Arow[kl] = 0.0
         Brow[kl] = 0.0
-    _row_levels(crow, Arow, Brow, kb, ref[ig], a_lev, b_lev, order, m_st, z_st, t_st, u_st, ig, buf, acc)
+    _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
 
 
 @jit(nogil=True)
-def level_pass_gram_rows(G, row_ids, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
                          c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st):
     """Compiled kernel working from the GEMM output directly (no distance matrices in memory), on one
-    thread and without the GIL, for the sample rows ``row_ids``.
+    thread and without the GIL, for the sample rows ``row_lo .. row_hi - 1``.
 
-    ``G`` (2n, Kb) holds those rows only (``mu_k . mu_j`` of row ``row_ids[i]`` in row ``i``, then
-    ``eps . mu_j``); the per-sample arrays (``nk``, ``ek``, ``k_local``, ``k_global``, ``eps``,
-    ``ref``) and the states are indexed by the global row ``row_ids[i]``.  Several threads may run
-    it at once on disjoint sets of rows; a row's arithmetic does not depend on the other rows.
-
-    Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0), ``B_ij = ek_i - G_{n+i, j}``; entries
-    with ``A_ij < refine_factor (nk_i + nrm_j)`` (near-duplicates, where the expansion loses its
-    relative accuracy) are recomputed from the original ``atoms`` (K, D); the true atom
-    (``k_local`` in ``[0, Kb)``) gets exactly 0.  Then :func:`_row_levels` with levels in the order
-    ``order`` (``a_lev[order]`` ascending, ``b_lev = sqrt(2 a_lev)``) and ``ref`` = the log-weight of
-    the row's sampled atom.
+    ``G`` (2n, Kb): rows ``0..n-1`` hold ``mu_k . mu_j`` and rows ``n..2n-1`` hold ``eps . mu_j``
+    (centred atoms).  Several threads may run it at once on disjoint row ranges; a row's arithmetic
+    does not depend on the other rows.  Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0),
+    ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
+    (near-duplicates, where the expansion loses its relative accuracy) are recomputed from the
+    original ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.  Then
+    :func:`_row_levels` with levels in the order ``order`` (``a_lev[order]`` ascending,
+    ``b_lev = sqrt(2 a_lev)``) and ``ref[i]`` = the log-weight of row ``i``'s sampled atom.
     """
     n = G.shape[0] // 2
     kb_pad = ((G.shape[1] + _CH - 1) // _CH) * _CH
@@ -452,8 +449,8 @@ def level_pass_gram_rows(G, row_ids, nk, nrm, ek, k_local, refine_factor, atoms,
     crow = np.empty(kb_pad)
     buf = np.empty(3 * _CH)
     acc = np.empty(3 * _W)
-    for i in range(n):
-        _gram_row(G, i, row_ids[i], n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+    for i in range(row_lo, row_hi):
+        _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
                   c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc)
 
 

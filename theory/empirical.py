@@ -492,6 +492,10 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.ldexp(np.sqrt(var), expo[..., 0])
 
 
+# Sample rows per level-pass task of a worker thread (~2 ms of work on MNIST).
+_PASS_ROWS = 16
+
+
 def _kernel_threads() -> int:
     from noisealloc.theory._threads import kernel_threads
 
@@ -502,20 +506,24 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
                   states, bs, dtype, refine, threads, bar):
     """The blocked engine's GEMMs and level passes with the compiled kernels, on ``threads`` worker threads.
 
-    The sample rows are dealt round-robin to ``threads`` workers (the rows are ordered by atom, and
-    neighbouring atoms can cost alike); each worker runs, for every block
-    of atoms in turn, its share of the centring gather, one single-threaded GEMM of its rows against
-    the block, and the level passes of its rows.  Each row's arithmetic is the same whatever the number of
-    workers (the blocks do not depend on it, and a row meets the blocks in the same order), and
-    the workers write disjoint rows of ``states``.  Single-threaded GEMMs, because a threaded
-    GEMM's workers keep polling for work after each call (OpenBLAS: about 0.1 s) and take the
-    cores from the level passes (measured: the level passes ran 1.6 times slower).
+    For every block of atoms in turn, the workers (i) centre a share of its atoms into one of two
+    shared buffers, (ii) after a barrier, each compute one single-threaded GEMM of a share of the
+    sample rows against the block into the shared product, and (iii) after a second barrier, run
+    the level passes on chunks of :data:`_PASS_ROWS` rows taken in turn from a shared counter (the
+    rows' costs differ, so a fixed split left one worker waiting).  A row's level passes do not
+    depend on the other rows or on which worker runs them, and the workers write disjoint rows of
+    ``states``.  Single-threaded GEMMs, because a threaded GEMM's workers keep polling for work
+    after each call (OpenBLAS: about 0.1 s) and take the cores from the level passes (measured: the
+    level passes ran 1.6 times slower).  Buffers: the product (2n x block, as with one thread) and
+    two centred blocks; a worker centres block b + 1 only after its level passes of block b, and the
+    barrier after each centring guarantees that no worker still reads the product or the buffer of
+    block b - 1.
 
     Returns
     -------
     (wall_gemm, wall_levels, cpu_gemm, cpu_levels) : tuple of float
-        Seconds in (centring + GEMM) and (distance assembly + level passes): wall, mean over the
-        workers; CPU, summed over the workers' threads.
+        Seconds in (centring + GEMM, barriers included) and (distance assembly + level passes): wall,
+        mean over the workers; CPU, summed over the workers' threads.
     """
     import threading
     import time
@@ -527,20 +535,19 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
     n = mk.shape[0]
     m_st, z_st, t_st, u_st = states
     c_blk = np.ascontiguousarray(log_w)
-    # Each block of atoms is centred once, each worker taking a share of its atoms, into one of two
-    # shared buffers (a worker gathers block b + 1 only after its level passes of block b, and the
-    # barrier after each gather guarantees that no worker still reads the buffer of block b - 1).
     width = min(bs, K)
     mu_cb = np.empty((2, width, live.size))
     mu_cb32 = np.empty((2, width, live.size), dtype=np.float32) if dtype == np.float32 else None
     nrm_cb = np.empty((2, width))
+    stacked = np.vstack([mk, eps_live]).astype(dtype, copy=False)
+    g_flat = np.empty(2 * n * width, dtype=dtype)
+    rows = np.linspace(0, n, threads + 1).round().astype(np.int64)
     barrier = threading.Barrier(threads)
+    lock = threading.Lock()
+    taken = {}  # block -> rows handed out for level passes
 
     def work(w):
-        row_ids = np.arange(w, n, threads, dtype=np.int64)
-        nw = row_ids.size
-        stacked = np.vstack([mk[row_ids], eps_live[row_ids]]).astype(dtype)
-        g_flat = np.empty(2 * nw * width, dtype=dtype)
+        r0, r1 = int(rows[w]), int(rows[w + 1])
         times = np.zeros(4)
         for b, start in enumerate(range(0, K, bs)):
             stop = min(K, start + bs)
@@ -553,10 +560,22 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
                 mu_cb32[b % 2, j0:j1] = mu_cb[b % 2, j0:j1]
             barrier.wait()
             mub = (mu_cb if mu_cb32 is None else mu_cb32)[b % 2, :nb]
-            g = np.matmul(stacked, mub.T, out=g_flat[: 2 * nw * nb].reshape(2 * nw, nb))
+            g = g_flat[: 2 * n * nb].reshape(2 * n, nb)
+            if r1 > r0:
+                np.matmul(stacked[r0:r1], mub.T, out=g[r0:r1])
+                np.matmul(stacked[n + r0:n + r1], mub.T, out=g[n + r0:n + r1])
+            barrier.wait()
             c1, t1 = time.thread_time(), time.perf_counter()
-            kern.level_pass_gram_rows(g, row_ids, nk, nrm_cb[b % 2, :nb], ek, k - start, refine, mu_all, k, eps, start,
-                                      c_blk[start:stop], a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st)
+            k_local = k - start
+            while True:
+                with lock:
+                    lo = taken.get(b, 0)
+                    taken[b] = lo + _PASS_ROWS
+                if lo >= n:
+                    break
+                kern.level_pass_gram_rows(g, lo, min(n, lo + _PASS_ROWS), nk, nrm_cb[b % 2, :nb], ek, k_local, refine,
+                                          mu_all, k, eps, start, c_blk[start:stop], a_lev, b_lev, order, ref,
+                                          m_st, z_st, t_st, u_st)
             c2, t2 = time.thread_time(), time.perf_counter()
             times += (t1 - t0, t2 - t1, c1 - c0, c2 - c1)
             if bar is not None and w == 0:
