@@ -199,30 +199,110 @@ def test_worker_threads_do_not_change_results(float32):
             assert_close_rel(s.mmse, other.mmse, rtol, atol_scale=0.0, msg=f"mmse, {threads} workers vs {name}")
 
 
-def test_failed_worker_stops_the_others(monkeypatch):
-    """A worker that fails (here: on its first block) must not leave the others waiting at the
-    block barrier: the error reaches the caller, promptly."""
-    numba = pytest.importorskip("numba")
-    import time
+@pytest.mark.parametrize("failing_chunk", ["first", "last"])
+def test_failed_worker_stops_the_others(monkeypatch, failing_chunk):
+    """A worker that fails (on the first or the last level-pass chunk of the first block, so that
+    either worker can be the one that fails, before or after the other reaches the next barrier)
+    must not leave the others waiting: the error reaches the caller, promptly."""
+    pytest.importorskip("numba")
+    import threading
 
     real = kern.level_pass_gram_rows
+    n = 64
+    bad = 0 if failing_chunk == "first" else n - 16
 
     def failing(G, row_lo, *args):
-        if row_lo == 0:
+        if row_lo == bad:
             raise RuntimeError("injected failure")
         return real(G, row_lo, *args)
 
     monkeypatch.setattr(kern, "level_pass_gram_rows", failing)
     mu, w = small_mixture(2, 400, 8)
-    saved = numba.get_num_threads()
-    numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-    try:
-        t0 = time.perf_counter()
-        with pytest.raises(RuntimeError, match="injected failure"):
-            information_samples(mu, w, [-1.0, 0.0, 1.0], n_samples=16, rng=0, block_size=50, kernel="numba")
-        assert time.perf_counter() - t0 < 60.0
-    finally:
-        numba.set_num_threads(saved)
+    errors = []
+
+    def call():
+        for _ in range(5):
+            try:
+                information_samples(mu, w, [-1.0, 0.0, 1.0], n_samples=n, rng=0, block_size=50, kernel="numba")
+            except RuntimeError as exc:
+                errors.append(str(exc))
+
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(60)
+    assert not caller.is_alive(), "a failed worker left the call waiting"
+    assert errors == ["injected failure"] * 5
+
+
+def test_concurrent_calls_share_the_workers_without_deadlock(monkeypatch):
+    """Calls from several threads at once (a threaded Dask scheduler, a user's threads) share one pool
+    of worker threads whose tasks wait for each other at barriers: they must take turns, not hold
+    one worker each and wait forever.  A pause between a call's submissions lets the other callers
+    in between (without it the interleaving is rare, not impossible)."""
+    import threading
+    import time
+
+    import noisealloc.theory._threads as thr
+
+    mu = np.random.default_rng(0).normal(size=(300, 8))
+    ref = information_samples(mu, None, [0.0, 1.0], n_samples=16, rng=0, block_size=100)
+    if ref.info["threads"] < 2:
+        pytest.skip("one worker thread: no barrier to deadlock on")
+    real = thr._worker_pool
+
+    class SlowSubmit:
+        def __init__(self, pool):
+            self.pool = pool
+
+        def submit(self, fn, w):
+            time.sleep(0.01)
+            return self.pool.submit(fn, w)
+
+    def slow_pool(threads):
+        pool, lock = real(threads)
+        return SlowSubmit(pool), lock
+
+    monkeypatch.setattr(thr, "_worker_pool", slow_pool)
+    out = []
+
+    def call():
+        out.append(information_samples(mu, None, [0.0, 1.0], n_samples=16, rng=0, block_size=100))
+
+    callers = [threading.Thread(target=call, daemon=True) for _ in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(60)
+    assert not any(t.is_alive() for t in callers), "concurrent calls deadlocked"
+    assert len(out) == 4
+    for s in out:
+        assert np.array_equal(s.mmse, ref.mmse) and np.array_equal(s.entropy, ref.entropy)
+
+
+def _forked_profile(queue, mu):
+    s = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, block_size=100)
+    queue.put(s.mmse.tolist())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_engine_runs_in_a_forked_child():
+    """The worker threads live in a pool kept per process; a child forked after the parent used it
+    (as process pools do) inherits the pool but not its threads, and must make its own instead of
+    waiting forever for threads that do not exist."""
+    import multiprocessing as mp
+
+    mu = np.random.default_rng(0).normal(size=(700, 20))
+    parent = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, block_size=100)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_forked_profile, args=(queue, mu))
+    child.start()
+    child.join(60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0, "the forked child hung or failed"
+    assert np.array_equal(np.array(queue.get(timeout=5)), parent.mmse)
 
 
 def test_pure_python_fallback_matches(tmp_path):

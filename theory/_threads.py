@@ -3,15 +3,28 @@ number of worker threads of the compiled kernels (one place for both)."""
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
-__all__ = ["single_blas_thread", "kernel_threads", "worker_pool"]
+__all__ = ["single_blas_thread", "kernel_threads", "run_workers"]
 
 import threading as _threading
 
 _POOLS: dict = {}
 _POOL_LOCK = _threading.Lock()
 _CONTROLLER = None
+
+
+def _forget_pools_in_child() -> None:
+    # A forked child inherits the pools but not their threads: work submitted there would wait forever.
+    global _POOLS, _POOL_LOCK, _CONTROLLER
+    _POOLS = {}
+    _POOL_LOCK = _threading.Lock()
+    _CONTROLLER = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools_in_child)
 
 
 @contextmanager
@@ -84,25 +97,66 @@ def kernel_threads() -> int:
     return max(1, int(numba.get_num_threads()))
 
 
-def worker_pool(threads: int):
-    """A process-wide thread pool of ``threads`` workers, made on first use and kept.
+def run_workers(threads: int, work, abort) -> list:
+    """``[work(0), ..., work(threads - 1)]``, run at once on the process's kept pool of ``threads`` threads.
 
-    Kept because a fresh thread pays for its first GEMM: OpenBLAS allocates and faults in a
-    per-thread buffer (measured: the first block's GEMM took twice as long in a new thread).
+    One call at a time per pool (a lock): the workers of one call wait for each other at barriers,
+    so two calls sharing the pool's threads could each hold one thread and wait forever for the
+    other.  On an error in a worker or an interrupt of the caller, ``abort()`` is called (it must
+    release workers waiting for each other) and the call returns only after every worker has
+    stopped, so that the next call finds the pool idle.
 
     Parameters
     ----------
     threads : int
         Workers, ``>= 1``.
+    work : callable
+        ``work(w)`` for worker ``w``.
+    abort : callable
+        Called with no argument when a worker fails or the caller is interrupted.
 
     Returns
     -------
-    concurrent.futures.ThreadPoolExecutor
+    list
+        The workers' results, in order.
+
+    Raises
+    ------
+    Exception
+        The first worker's error (in worker order), after all workers have stopped.
+    """
+    from concurrent.futures import FIRST_EXCEPTION, wait
+
+    pool, lock = _worker_pool(threads)
+    with lock:
+        futures = [pool.submit(work, w) for w in range(threads)]
+        try:
+            # Not the results in order: a worker waiting at a barrier for a failed one behind it
+            # would never finish.  The first failure, whichever worker it is, stops them all.
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            failed = [f for f in futures if f in done and f.exception() is not None]
+        except BaseException:  # an interrupt of the caller
+            abort()
+            wait(futures)
+            raise
+        if failed:
+            abort()
+            wait(futures)
+            raise failed[0].exception()
+        return [f.result() for f in futures]
+
+
+def _worker_pool(threads: int):
+    """The process-wide thread pool of ``threads`` workers and its lock, made on first use and kept.
+
+    Kept because a fresh thread pays for its first GEMM: OpenBLAS allocates and faults in a
+    per-thread buffer (measured: the first block's GEMM took twice as long in a new thread).
     """
     from concurrent.futures import ThreadPoolExecutor
 
     with _POOL_LOCK:
-        pool = _POOLS.get(threads)
-        if pool is None:
-            pool = _POOLS[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="noisealloc-kernel")
-        return pool
+        entry = _POOLS.get(threads)
+        if entry is None:
+            entry = _POOLS[threads] = (ThreadPoolExecutor(max_workers=threads, thread_name_prefix="noisealloc-kernel"),
+                                       _threading.Lock())
+        return entry

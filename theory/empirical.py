@@ -529,7 +529,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
     import time
 
     from noisealloc.theory import _empirical_kernels as kern
-    from noisealloc.theory._threads import single_blas_thread, worker_pool as _worker_pool
+    from noisealloc.theory._threads import run_workers, single_blas_thread
 
     K = mu_all.shape[0]
     n = mk.shape[0]
@@ -543,6 +543,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
     g_flat = np.empty(2 * n * width, dtype=dtype)
     rows = np.linspace(0, n, threads + 1).round().astype(np.int64)
     barrier = threading.Barrier(threads)
+    halt = threading.Event()
     lock = threading.Lock()
     taken = {}  # block -> rows handed out for level passes
 
@@ -567,7 +568,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
             barrier.wait()
             c1, t1 = time.thread_time(), time.perf_counter()
             k_local = k - start
-            while True:
+            while not halt.is_set():
                 with lock:
                     lo = taken.get(b, 0)
                     taken[b] = lo + _PASS_ROWS
@@ -582,18 +583,16 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
                 bar.update(nb)
         return times
 
+    def abort():
+        # A failed worker or an interrupt: the others stop at their next level-pass chunk or barrier.
+        halt.set()
+        barrier.abort()
+
     if threads == 1:
         times = [work(0)]
     else:
-        pool = _worker_pool(threads)
         with single_blas_thread():
-            futures = [pool.submit(work, w) for w in range(threads)]
-            try:
-                times = [f.result() for f in futures]
-            finally:
-                # An interrupt or a failed worker: the others stop at their next barrier
-                # (BrokenBarrierError, which the result() above no longer waits for).
-                barrier.abort()
+            times = run_workers(threads, work, abort)
     tot = np.sum(times, axis=0)
     return tot[0] / threads, tot[1] / threads, tot[2], tot[3]
 

@@ -24,8 +24,9 @@ GEMM alone.
    level), timed as L times the best single GEMM.
 
 Target (issue 3): profile / GEMMs <= 2.0.  The thread counts are printed: the
-GEMMs use the BLAS threads, the level passes numba's threads (both default to
-the number of CPUs), so the comparison is like for like.
+baselines use the BLAS threads; the profile's engine runs numba's thread count of worker
+threads, each with single-threaded GEMMs and level passes (both counts default to the number
+of CPUs), so the comparison is like for like.
 
 The profile above is the plain GEMM engine.  ``noisealloc entropy`` uses the importance sampler of
 THEORY.md section 3.1 by default; its profile is timed in the same interleaved loop and reported
