@@ -285,6 +285,7 @@ def _forked_profile(queue, mu):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX, if another test loaded it; the child uses none
 def test_engine_runs_in_a_forked_child():
     """The worker threads live in a pool kept per process; a child forked after the parent used it
     (as process pools do) inherits the pool but not its threads, and must make its own instead of

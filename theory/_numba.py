@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["HAVE_NUMBA", "jit", "prange"]
+__all__ = ["HAVE_NUMBA", "jit", "prange", "num_threads"]
 
 
 def _numba_enabled() -> bool:
@@ -48,3 +48,10 @@ def jit(*args, **kwargs):
     if args and callable(args[0]) and len(args) == 1 and not kwargs:
         return _nb.njit(**opts)(args[0])
     return _nb.njit(*args, **opts)
+
+
+def num_threads() -> int:
+    """numba's thread count for the calling thread (``NUMBA_NUM_THREADS``, :func:`numba.set_num_threads`);
+    1 when numba is disabled or missing.
+    """
+    return max(1, int(_nb.get_num_threads())) if HAVE_NUMBA else 1

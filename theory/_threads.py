@@ -88,13 +88,9 @@ def kernel_threads() -> int:
     int
         At least 1.
     """
-    from noisealloc.theory._numba import HAVE_NUMBA
+    from noisealloc.theory._numba import num_threads
 
-    if not HAVE_NUMBA:
-        return 1
-    import numba
-
-    return max(1, int(numba.get_num_threads()))
+    return num_threads()
 
 
 def run_workers(threads: int, work, abort) -> list:

@@ -885,7 +885,9 @@ def monte_carlo_information(
     rng : Generator, int or None
         Seed or generator; the integer seed (drawn from the OS when ``None``) is recorded in ``info``.
     block_size : int, optional
-        Atoms per block (memory ``O(n_samples * block_size)``); default keeps a block under 16 MB.
+        Atoms per block; default keeps ``n_samples x block_size`` under 2**21 entries (16 MB).  Memory
+        beyond the inputs and outputs: the product ``(2 n_samples x block_size)`` and two centred blocks
+        ``(block_size x D)`` (float64), plus one row of ``block_size`` per worker thread.
     float32_distances : bool
         The GEMM in float32 (about 2x faster); accumulation stays float64.  Squared
         distances then carry an absolute error of about ``1e-7 (||mu_k||^2 + ||mu_j||^2)``
