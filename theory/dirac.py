@@ -377,8 +377,10 @@ class DiracMixture:
             atoms = atoms[:, None]
         if atoms.ndim != 2 or atoms.shape[0] < 1 or atoms.shape[1] < 1:
             raise ValueError(f"atoms must have shape (K, D) with K >= 1, D >= 1 (or (K,)); got shape {atoms.shape}")
-        check_finite(atoms, "atoms")
-        big = max(float(atoms.max()), -float(atoms.min()))  # max |x| without a temporary the size of the atoms
+        hi, lo = float(atoms.max()), float(atoms.min())  # max |x| without a temporary the size of the atoms
+        if not (math.isfinite(hi) and math.isfinite(lo)):  # max and min propagate NaN: finite extremes, finite atoms
+            check_finite(atoms, "atoms")
+        big = max(hi, -lo)
         if big > ATOM_ABS_MAX:
             raise ValueError(
                 f"atoms must have |coordinate| <= ATOM_ABS_MAX = {ATOM_ABS_MAX:g} (squared distances overflow beyond); "
@@ -726,11 +728,16 @@ class DiracMixture:
         """Masks (low, high) of the levels where the low-SNR limits and the exact-zero limits apply."""
         if self.n_atoms == 1:
             return np.zeros(lam.shape, bool), np.zeros(lam.shape, bool)
-        low = lam <= self._low_snr_level
+        bottom = float(lam.min()) if lam.size else math.inf
+        # R >= |mu_0 - mu_1| / 2 (the mean is within R of both), so below this cheap level no level is
+        # a low-SNR level, and R itself (a pass over all atoms) is not needed.
+        d01 = float(np.linalg.norm(self.atoms[0] - self.atoms[1]))
+        above_low = d01 > 0 and bottom > math.log(LOW_SNR_LIMIT / (0.25 * d01 * d01))
+        low = np.zeros(lam.shape, bool) if above_low else lam <= self._low_snr_level
         top = float(lam.max()) if lam.size else -math.inf
         # |mu_0 - mu_1| >= d_min and the level falls as d_min grows: below this cheap level no level
         # can be an underflow level, and the exact d_min (a blocked GEMM over all pairs) is not needed.
-        cheap = math.log(dirac_underflow_snr(self.n_atoms, float(np.linalg.norm(self.atoms[0] - self.atoms[1]))))
+        cheap = math.log(dirac_underflow_snr(self.n_atoms, d01))
         high = (lam >= self.underflow_level()) if top >= cheap else np.zeros(lam.shape, bool)
         return low, high
 
