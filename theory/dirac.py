@@ -392,6 +392,7 @@ class DiracMixture:
             weights = weights / weights.sum()  # sums of rounded weights: one atom gets exactly 1
         k = atoms.shape[0]
         self.atoms = atoms
+        self._abs_max = big  # max |mu_kd| (merging keeps a subset of the rows)
         self.weights = weights
         self.log_weights = np.log(weights)
         self.dim = atoms.shape[1]
@@ -413,7 +414,7 @@ class DiracMixture:
     @cached_property
     def _centred_sq_norms(self) -> np.ndarray:
         r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms (MNIST: a 63 MB temporary) shared
-        by :attr:`total_variance`, :attr:`_low_snr_level` and :attr:`_underflow_level`."""
+        by :attr:`total_variance` and :attr:`_low_snr_level`."""
         out = np.empty(self.n_atoms)
         # In blocks of rows: one pass over the atoms, no centred copy of them all.
         for s in range(0, self.n_atoms, _NORM_BLOCK):
@@ -719,8 +720,8 @@ class DiracMixture:
 
     @cached_property
     def _underflow_level(self) -> float:
-        # max ||mu_k|| <= max ||mu_k - mean|| + ||mean|| (the projection bound's rounding term).
-        max_norm = (math.sqrt(float(np.max(self._centred_sq_norms))) + float(np.linalg.norm(self._centre))) * 1.01
+        # max ||mu_k|| <= sqrt(D) max |mu_kd| (the projection bound's rounding term; no pass over the atoms).
+        max_norm = math.sqrt(self.dim) * self._abs_max * 1.01
         snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms, max_norm=max_norm))
         return math.log(snr) if snr > 0 else -math.inf
 
