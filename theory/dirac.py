@@ -124,7 +124,7 @@ from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam,
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.quadrature import adaptive_gauss_kronrod, graded_breakpoints
 from noisealloc.theory.tolerances import ATOM_ABS_MAX
-from noisealloc.theory._threads import single_blas_thread
+from noisealloc.theory._threads import kernel_threads, single_blas_thread
 from noisealloc.theory._limits import (LOW_SNR_LIMIT, dirac_underflow_snr, min_distance_lower_bound,
                                        refuse_complex)
 
@@ -806,7 +806,7 @@ class DiracMixture:
         flat = np.asarray(lam, dtype=np.float64).reshape(-1)
         # The plain engine runs its GEMMs on its own worker threads; a threaded BLAS call just before
         # (the limits' GEMVs) would leave BLAS threads polling on the cores they need (theory._threads).
-        with contextlib.nullcontext() if importance else single_blas_thread():
+        with contextlib.nullcontext() if importance or kernel_threads() == 1 else single_blas_thread():
             low, high = self._limit_levels(flat)
             mid = ~(low | high)
             # The engine runs on the levels between the limits only (so they also shape the proposal);

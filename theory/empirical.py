@@ -703,21 +703,22 @@ def information_samples(
                              f"got block_size={block_size!r}, float32_distances={float32_distances!r} with importance=True")
         return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng)
     use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
-    if use_numba:
+    threads = _kernel_threads() if use_numba else 1
+    if threads > 1:
         from noisealloc.theory._threads import single_blas_thread
 
         # The worker threads run single-threaded GEMMs; a threaded BLAS call just before them (the
         # centre below) would leave BLAS threads polling on the cores they need (theory._threads).
         with single_blas_thread():
             return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances,
-                                              progress, stratify, True)
+                                              progress, stratify, use_numba, threads)
     return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress,
-                                      stratify, False)
+                                      stratify, use_numba, threads)
 
 
 def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress, stratify,
-                               use_numba) -> InformationSamples:
-    """:func:`information_samples` with the plain GEMM engine (arguments checked)."""
+                               use_numba, threads) -> InformationSamples:
+    """:func:`information_samples` with the plain GEMM engine (arguments checked; ``threads`` workers)."""
     draws = draw_common_random_numbers(w, n_samples, mu.shape[1], rng=rng, stratify=stratify)
     n = len(draws.atom_index)
 
@@ -763,11 +764,10 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
     bar = _progress(K, progress, "posterior")
     try:
         if use_numba:
-            threads = min(_kernel_threads(), n)
+            threads = min(threads, n)
             timings = _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
                                     b_lev, order, ref, states, bs, dtype, refine, threads, bar)
         else:
-            threads = 1
             timings = _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
                                     b_lev, states, bs, dtype, refine, bar)
     finally:
