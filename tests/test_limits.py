@@ -252,3 +252,16 @@ def test_merging_by_row_hash_equals_the_row_sort(k, d, seed):
     assert n == k - first.size
     ref = np.array([w[np.ravel(inverse) == np.ravel(inverse)[i]].sum() for i in order])
     np.testing.assert_allclose(merged, ref if order.size < k else w, rtol=1e-15, atol=0)
+
+
+def test_tiny_separations_take_the_low_snr_limits_without_error():
+    # The cheap low-SNR test squares |mu_0 - mu_1| / 2, which underflows to 0 for separations below
+    # ~1e-161: it must work in logs (a division by that 0 raised ZeroDivisionError).  Atoms 2.3e-162
+    # apart: R = 2.3e-162, so e^lam R^2 <= 1e-20 up to lam = log(1e-20 / R^2) = 698.3.
+    m = DiracMixture(np.array([[0.0], [2.3e-162], [4.6e-162]]))
+    lam = np.array([-10.0, 0.0, 690.0, 700.0])
+    low, high = m._limit_levels(lam)
+    assert low.tolist() == [True, True, True, False] and not high.any()
+    assert np.array_equal(low, lam <= m._low_snr_level)
+    info = m.information(lam)
+    assert np.all(np.isfinite(info.mmse.value)) and np.all(np.isfinite(info.conditional_entropy.value))

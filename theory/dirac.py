@@ -413,8 +413,8 @@ class DiracMixture:
 
     @cached_property
     def _centred_sq_norms(self) -> np.ndarray:
-        r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms (MNIST: a 63 MB temporary) shared
-        by :attr:`total_variance` and :attr:`_low_snr_level`."""
+        r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms, in blocks of :data:`_NORM_BLOCK`
+        rows, shared by :attr:`total_variance` and :attr:`_low_snr_level`."""
         out = np.empty(self.n_atoms)
         # In blocks of rows: one pass over the atoms, no centred copy of them all.
         for s in range(0, self.n_atoms, _NORM_BLOCK):
@@ -732,8 +732,8 @@ class DiracMixture:
         bottom = float(lam.min()) if lam.size else math.inf
         # R >= |mu_0 - mu_1| / 2 (the mean is within R of both), so below this cheap level no level is
         # a low-SNR level, and R itself (a pass over all atoms) is not needed.
-        d01 = float(np.linalg.norm(self.atoms[0] - self.atoms[1]))
-        above_low = d01 > 0 and bottom > math.log(LOW_SNR_LIMIT / (0.25 * d01 * d01))
+        d01 = math.hypot(*(self.atoms[0] - self.atoms[1]))  # scaled: no underflow of the squares
+        above_low = d01 > 0 and bottom > math.log(LOW_SNR_LIMIT) - 2.0 * math.log(0.5 * d01)  # logs: d01 may be tiny
         low = np.zeros(lam.shape, bool) if above_low else lam <= self._low_snr_level
         top = float(lam.max()) if lam.size else -math.inf
         # |mu_0 - mu_1| >= d_min and the level falls as d_min grows: below this cheap level no level
