@@ -234,6 +234,11 @@ def test_failed_worker_stops_the_others(monkeypatch, failing_chunk):
     assert errors == ["injected failure"] * 5
 
 
+def _blas_threads():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    return [p["num_threads"] for p in threadpoolctl.threadpool_info() if p.get("user_api") == "blas"]
+
+
 def test_concurrent_calls_share_the_workers_without_deadlock(monkeypatch):
     """Calls from several threads at once (a threaded Dask scheduler, a user's threads) share one pool
     of worker threads whose tasks wait for each other at barriers: they must take turns, not hold
@@ -263,6 +268,7 @@ def test_concurrent_calls_share_the_workers_without_deadlock(monkeypatch):
         return SlowSubmit(pool), lock
 
     monkeypatch.setattr(thr, "_worker_pool", slow_pool)
+    blas_before = _blas_threads()
     out = []
 
     def call():
@@ -275,6 +281,8 @@ def test_concurrent_calls_share_the_workers_without_deadlock(monkeypatch):
         t.join(60)
     assert not any(t.is_alive() for t in callers), "concurrent calls deadlocked"
     assert len(out) == 4
+    # Overlapping single-thread BLAS limits end with the BLAS as it was (not left at one thread).
+    assert _blas_threads() == blas_before
     for s in out:
         assert np.array_equal(s.mmse, ref.mmse) and np.array_equal(s.entropy, ref.entropy)
 

@@ -4,23 +4,30 @@ number of worker threads of the compiled kernels (one place for both)."""
 from __future__ import annotations
 
 import os
+import threading as _threading
 from contextlib import contextmanager
 
 __all__ = ["single_blas_thread", "kernel_threads", "run_workers"]
 
-import threading as _threading
-
 _POOLS: dict = {}
 _POOL_LOCK = _threading.Lock()
 _CONTROLLER = None
+# single_blas_thread is process-wide: the first thread to enter limits the BLAS, the last to leave
+# restores it (each restoring what it saw on entry would leave the limit in place when two overlap).
+_LIMIT_LOCK = _threading.Lock()
+_LIMIT_DEPTH = 0
+_LIMITER = None
 
 
 def _forget_pools_in_child() -> None:
     # A forked child inherits the pools but not their threads: work submitted there would wait forever.
-    global _POOLS, _POOL_LOCK, _CONTROLLER
+    global _POOLS, _POOL_LOCK, _CONTROLLER, _LIMIT_LOCK, _LIMIT_DEPTH, _LIMITER
     _POOLS = {}
     _POOL_LOCK = _threading.Lock()
     _CONTROLLER = None
+    _LIMIT_LOCK = _threading.Lock()
+    _LIMIT_DEPTH = 0
+    _LIMITER = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -34,10 +41,11 @@ def single_blas_thread():
     The solvers' GEMVs and m x m factorisations are too small for threading to pay, and on a
     shared machine oversubscription slows them about tenfold.  The posterior engine runs one
     single-threaded GEMM per worker thread: a threaded GEMM's workers keep polling for work
-    (OpenBLAS: about 0.1 s) after every call, and would take the cores from the level passes.  The limit is scoped: it is undone
-    on every exit path (normal return or exception), so the process-wide BLAS thread count after
-    the block is what it was before.  Without threadpoolctl (it comes with scikit-learn) this is a
-    no-op.
+    (OpenBLAS: about 0.1 s) after every call, and would take the cores from the level passes.
+    The limit is scoped: it is undone on every exit path (normal return or exception), so the
+    process-wide BLAS thread count after the block is what it was before.  The limit is
+    process-wide, so blocks entered by several threads share it: it holds from the first entry
+    to the last exit.  Without threadpoolctl (it comes with scikit-learn) this is a no-op.
 
     Yields
     ------
@@ -52,18 +60,30 @@ def single_blas_thread():
     >>> x.tolist()
     [1.0, 1.0, 1.0]
     """
+    global _LIMIT_DEPTH, _LIMITER
     controller = _controller()
     if controller is None:  # pragma: no cover - scikit-learn brings threadpoolctl
         yield
         return
-    with controller.limit(limits=1, user_api="blas"):
+    with _LIMIT_LOCK:
+        if _LIMIT_DEPTH == 0:
+            _LIMITER = controller.limit(limits=1, user_api="blas")  # applied now; remembers the limits before
+        _LIMIT_DEPTH += 1
+    try:
         yield
+    finally:
+        with _LIMIT_LOCK:
+            _LIMIT_DEPTH -= 1
+            if _LIMIT_DEPTH == 0:
+                _LIMITER.restore_original_limits()
+                _LIMITER = None
 
 
 def _controller():
-    """threadpoolctl's controller, made once (making one scans the loaded libraries: ~3 ms), or None.
+    """threadpoolctl's controller (making one scans the loaded libraries: ~3 ms), or None.
 
-    Remade when a new process-wide library has been loaded since (the scan is what finds it).
+    Remade when modules have been imported since, the cheap sign that a BLAS may have been loaded
+    (importing scipy loads its own OpenBLAS, which only a new scan finds).
     """
     global _CONTROLLER
     try:
