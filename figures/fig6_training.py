@@ -20,9 +20,10 @@ data set in (i) (kind ``fig6-coupled``, cached in ``OUT/fig6_coupled_cells``), o
 (``neural``, ``OUT/fig6_cells``), preceded by one per (schedule x data) for the costly part of the
 entropic and pilot schedules (``fig6-schedule``, ``OUT/fig6_schedule_cells``: an entropy-rate profile
 or a pilot run, kept in ``OUT/fig6_shared`` and read by every training cell), on a LocalCluster of
-two worker processes or on the cluster of ``scheduler``.  A cell's cache key holds its sizes, seed and code version, so an interrupted run
-resumes without recomputing a finished cell and a changed configuration is never reused; the
-cells' counters (cached / computed) and timings are written to ``OUT/fig6_cells.json``.
+two worker processes or on the cluster of ``scheduler``.  A cell's cache key holds its sizes, seed
+and code version, so an interrupted run resumes without recomputing a finished cell and a changed
+configuration is never reused; the cells' counters (cached / computed) and timings are written to
+``OUT/fig6_cells.json``.
 
 Schedules: the square-root entropic schedule (exact h for the Dirac mixture; the *empirical* h of the
 training split for binarised images, which are discrete; the *population* h of the training split's

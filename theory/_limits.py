@@ -45,7 +45,7 @@ def refuse_complex(value, name: str) -> None:
                          "pass the real part explicitly if that is what you mean")
 
 
-def min_distance_lower_bound(points: np.ndarray, max_norm: float | None = None) -> float:
+def min_distance_lower_bound(points: np.ndarray, abs_max: float | None = None) -> float:
     r"""A lower bound on :math:`\min_{i \ne j} \|p_i - p_j\|` (0 when two points coincide).
 
     Up to :data:`_EXACT_PAIR_WORK` multiply-adds (``K^2 D``): pairwise squared distances of the
@@ -62,9 +62,10 @@ def min_distance_lower_bound(points: np.ndarray, max_norm: float | None = None) 
     Parameters
     ----------
     points : ndarray, shape (K, D)
-    max_norm : float, optional
-        An upper bound on :math:`\max_i \|p_i\|` (of the points as given, not centred) for the
-        projection path; computed as :math:`\sqrt D \max_{i,d} |p_{id}|` when omitted.
+    abs_max : float, optional
+        :math:`\max_{i,d} |p_{id}|` when the caller already has it (computed when omitted); the
+        projection path bounds :math:`\max_i \|p_i\|` (of the points as given, not centred) by
+        :math:`\sqrt D` times it.
 
     Returns
     -------
@@ -78,8 +79,9 @@ def min_distance_lower_bound(points: np.ndarray, max_norm: float | None = None) 
     if float(k) * k * d > _EXACT_PAIR_WORK:
         # The points as given (a centred copy of MNIST would be a 63 MB pass for a bound whose rounding
         # term is negligible next to the gaps either way).
-        if max_norm is None:
-            max_norm = math.sqrt(d) * max(float(pts.max()), -float(pts.min()))
+        if abs_max is None:
+            abs_max = max(float(pts.max()), -float(pts.min()))
+        max_norm = math.sqrt(d) * float(abs_max)
         g = np.random.default_rng(_PROJECTION_SEED).standard_normal((d, _PROJECTIONS))
         g /= np.linalg.norm(g, axis=0)
         err = 2.0 * (d + 2) * np.finfo(np.float64).eps * float(max_norm) * 1.01

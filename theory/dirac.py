@@ -720,9 +720,8 @@ class DiracMixture:
 
     @cached_property
     def _underflow_level(self) -> float:
-        # max ||mu_k|| <= sqrt(D) max |mu_kd| (the projection bound's rounding term; no pass over the atoms).
-        max_norm = math.sqrt(self.dim) * self._abs_max * 1.01
-        snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms, max_norm=max_norm))
+        # max |mu_kd| from construction: the projection bound's rounding term without a pass over the atoms.
+        snr = dirac_underflow_snr(self.n_atoms, min_distance_lower_bound(self.atoms, abs_max=self._abs_max))
         return math.log(snr) if snr > 0 else -math.inf
 
     def _limit_levels(self, lam):

@@ -46,6 +46,7 @@ they stay honest (unbiased variance estimate) under stratification.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -54,6 +55,7 @@ import numpy as np
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory._limits import live_coordinates, refuse_complex
+from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -496,12 +498,6 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
 _PASS_ROWS = 16
 
 
-def _kernel_threads() -> int:
-    from noisealloc.theory._threads import kernel_threads
-
-    return kernel_threads()
-
-
 def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w, a_lev, b_lev, order, ref,
                   states, bs, dtype, refine, threads, bar):
     """The blocked engine's GEMMs and level passes with the compiled kernels, on ``threads`` worker threads.
@@ -529,7 +525,6 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
     import time
 
     from noisealloc.theory import _empirical_kernels as kern
-    from noisealloc.theory._threads import run_workers, single_blas_thread
 
     K = mu_all.shape[0]
     n = mk.shape[0]
@@ -703,17 +698,12 @@ def information_samples(
                              f"got block_size={block_size!r}, float32_distances={float32_distances!r} with importance=True")
         return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng)
     use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
-    threads = _kernel_threads() if use_numba else 1
-    if threads > 1:
-        from noisealloc.theory._threads import single_blas_thread
-
-        # The worker threads run single-threaded GEMMs; a threaded BLAS call just before them (the
-        # centre below) would leave BLAS threads polling on the cores they need (theory._threads).
-        with single_blas_thread():
-            return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances,
-                                              progress, stratify, use_numba, threads)
-    return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress,
-                                      stratify, use_numba, threads)
+    threads = kernel_threads() if use_numba else 1
+    # The worker threads run single-threaded GEMMs; a threaded BLAS call just before them (the centre
+    # below) would leave BLAS threads polling on the cores they need (theory._threads).
+    with single_blas_thread() if threads > 1 else contextlib.nullcontext():
+        return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances,
+                                          progress, stratify, use_numba, threads)
 
 
 def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress, stratify,
