@@ -29,21 +29,23 @@ def _near_duplicates():
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@pytest.mark.parametrize("screen", [16, 4])  # 4 = n_neighbours: every atom takes the exhaustive fallback
-def test_neighbour_pairs_equal_brute_force(kernel, screen):
+@pytest.mark.parametrize("screen", [16, 4])  # 4 = n_neighbours: no atom's list can prove itself complete
+@pytest.mark.parametrize("rank", [128, 6, 1])  # 128 >= D: no projection; 1: bounds too loose for most lists
+def test_neighbour_pairs_equal_brute_force(kernel, screen, rank):
     m = load_data("digits")
     for mu in (m.atoms - m.weights @ m.atoms, _near_duplicates()):
-        pairs, d2 = imp.neighbour_pairs(mu, 4, screen=screen, kernel=kernel)
+        pairs, d2 = imp.neighbour_pairs(mu, 4, screen=screen, rank=rank, kernel=kernel)
         ref_pairs, ref_d2 = _brute_pairs(mu, 4)
         np.testing.assert_array_equal(pairs, ref_pairs)
         np.testing.assert_allclose(d2, ref_d2, rtol=1e-13, atol=0)
 
 
+@pytest.mark.parametrize("rank", [128, 4])
 @pytest.mark.parametrize("scale", [1e-42, 1e30, 1e140])
-def test_neighbour_pairs_at_extreme_scales(scale):
+def test_neighbour_pairs_at_extreme_scales(scale, rank):
     # float32 alone would flush these atoms to 0 or overflow to inf; the screen rescales them exactly.
     mu = _near_duplicates()[:40] * scale
-    pairs, d2 = imp.neighbour_pairs(mu, 3, kernel="numpy")
+    pairs, d2 = imp.neighbour_pairs(mu, 3, rank=rank, kernel="numpy")
     ref_pairs, ref_d2 = _brute_pairs(mu, 3)
     np.testing.assert_array_equal(pairs, ref_pairs)
     np.testing.assert_allclose(d2, ref_d2, rtol=1e-13, atol=0)

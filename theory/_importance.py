@@ -56,8 +56,15 @@ _REFINE = 64 * np.finfo(np.float64).eps
 
 
 #: Screening candidates kept per atom by the float32 pass of :func:`neighbour_pairs` (before the exact check).
-SCREEN_CANDIDATES = 16
+SCREEN_CANDIDATES = 32
+#: Principal directions on which :func:`neighbour_pairs` screens (all coordinates when ``D`` is not larger).
+SCREEN_RANK = 192
+#: Atoms whose covariance gives those directions (every ``ceil(K / this)``-th atom).
+_BASIS_ATOMS = 1024
+#: Atoms per side of one screening GEMM block.
+_SCREEN_BLOCK = 1024
 _EPS32 = float(np.finfo(np.float32).eps)
+_EPS64 = float(np.finfo(np.float64).eps)
 
 
 @jit
@@ -74,45 +81,53 @@ def _screen_insert(top_v, top_i, i, d, j):
         top_i[i, q] = j
 
 
-# Columns per task of the transposed update: 16 float32 = one 64-byte cache line of each row of g.
-_COLS_PER_TASK = 16
-
-
-@jit(parallel=True)
-def _screen_update_numba(g, sq_rows, sq_cols, row0, col0, top_v, top_i, transposed):
-    """Fold the screening distances ``sq_r + sq_c - 2 g`` of one (rows x cols) block into the sorted lists
-    of the ``M`` smallest (``top_v``, ``top_i``: (K, M)) of the row atoms, or with ``transposed`` of the
-    column atoms (read a cache line of columns at a time: no transposed copy); the atom itself is skipped."""
-    R, C = g.shape
-    if not transposed:
-        for r in prange(R):
-            for c in range(C):
-                _screen_insert(top_v, top_i, row0 + r, (sq_rows[r] + sq_cols[c]) - 2.0 * np.float64(g[r, c]), col0 + c)
-    else:
-        for task in prange((C + _COLS_PER_TASK - 1) // _COLS_PER_TASK):
-            c0 = task * _COLS_PER_TASK
-            c1 = min(C, c0 + _COLS_PER_TASK)
-            for r in range(R):
-                for c in range(c0, c1):
-                    _screen_insert(top_v, top_i, col0 + c, (sq_rows[r] + sq_cols[c]) - 2.0 * np.float64(g[r, c]),
-                                   row0 + r)
-
-
-def _screen_update_numpy(g, sq_rows, sq_cols, row0, col0, top_v, top_i, transposed):
-    """Reference of :func:`_screen_update_numba` (same contract; ties may be kept in another order)."""
-    if transposed:
-        g, sq_rows, sq_cols, row0, col0 = g.T, sq_cols, sq_rows, col0, row0
+@jit(nogil=True)
+def _screen_block_numba(g, sq_rows, sq_cols, res_rows, res_cols, row0, col0, top_v, top_i, both):
+    """Fold the screening values ``sq_r + sq_c - 2 g + (res_r - res_c)^2`` of one (rows x cols) block into
+    the sorted lists of the ``M`` smallest (``top_v``, ``top_i``: (K, M)) of the row atoms and, with
+    ``both``, of the column atoms too; the atom itself is skipped.  A row's values are formed in one
+    vectorised loop, then compared with the row's and the columns' current last entries (inserts are
+    rare once the lists fill).  One thread (``nogil``: the workers of :func:`_screen` run it at once
+    on their own lists)."""
     R, C = g.shape
     M = top_v.shape[1]
-    d = sq_rows[:, None] + sq_cols[None, :] - 2.0 * g.astype(np.float64)
-    rows = np.arange(row0, row0 + R)
-    cols = np.arange(col0, col0 + C)
-    d[rows[:, None] == cols[None, :]] = np.inf
-    v = np.concatenate([top_v[row0:row0 + R], d], axis=1)
-    ix = np.concatenate([top_i[row0:row0 + R], np.broadcast_to(cols, (R, C))], axis=1)
-    o = np.argsort(v, axis=1, kind="stable")[:, :M]
-    top_v[row0:row0 + R] = np.take_along_axis(v, o, axis=1)
-    top_i[row0:row0 + R] = np.take_along_axis(ix, o, axis=1)
+    buf = np.empty(C)
+    thr_col = np.empty(C)
+    for c in range(C):
+        thr_col[c] = top_v[col0 + c, M - 1]
+    for r in range(R):
+        s_r = sq_rows[r]
+        e_r = res_rows[r]
+        for c in range(C):
+            dr = e_r - res_cols[c]
+            buf[c] = (s_r + sq_cols[c]) - 2.0 * np.float64(g[r, c]) + dr * dr
+        i = row0 + r
+        thr = top_v[i, M - 1]
+        for c in range(C):
+            d = buf[c]
+            if d < thr:
+                _screen_insert(top_v, top_i, i, d, col0 + c)
+                thr = top_v[i, M - 1]
+            if both and d < thr_col[c]:
+                _screen_insert(top_v, top_i, col0 + c, d, i)
+                thr_col[c] = top_v[col0 + c, M - 1]
+
+
+def _screen_block_numpy(g, sq_rows, sq_cols, res_rows, res_cols, row0, col0, top_v, top_i, both):
+    """Reference of :func:`_screen_block_numba` (same contract; ties may be kept in another order)."""
+    M = top_v.shape[1]
+    d = (sq_rows[:, None] + sq_cols[None, :] - 2.0 * g.astype(np.float64)
+         + (res_rows[:, None] - res_cols[None, :]) ** 2)
+    for d_, r0, c0 in ((d, row0, col0), (d.T, col0, row0))[: 2 if both else 1]:
+        R, C = d_.shape
+        rows = np.arange(r0, r0 + R)
+        cols = np.arange(c0, c0 + C)
+        d_ = np.where(rows[:, None] == cols[None, :], np.inf, d_)
+        v = np.concatenate([top_v[r0:r0 + R], d_], axis=1)
+        ix = np.concatenate([top_i[r0:r0 + R], np.broadcast_to(cols, (R, C))], axis=1)
+        o = np.argsort(v, axis=1, kind="stable")[:, :M]
+        top_v[r0:r0 + R] = np.take_along_axis(v, o, axis=1)
+        top_i[r0:r0 + R] = np.take_along_axis(ix, o, axis=1)
 
 
 @jit(parallel=True)
@@ -142,38 +157,116 @@ def _direct_sq(mu, a, b):
     return out
 
 
+def _screen_basis(mu: np.ndarray, rank: int):
+    """Orthonormal (D, rank) basis of the leading principal directions of a subsample of the atoms.
+
+    Any orthonormal basis keeps :func:`neighbour_pairs`' bound valid; a good one only makes the
+    bound tight (MNIST, rank 128: 94 % of the variance).  The subsample (every ``ceil(K / 2048)``-th
+    atom) keeps the covariance at 2048 x D^2 operations.
+    """
+    K, D = mu.shape
+    sub = mu[:: -(-K // _BASIS_ATOMS)]
+    sub = sub - sub.mean(axis=0)
+    # All eigenpairs by divide and conquer: faster here than a subset by MRRR or bisection (measured).
+    _, vecs = np.linalg.eigh(sub.T @ sub)
+    return np.ascontiguousarray(vecs[:, D - rank:])
+
+
+def _screen(y32, sq, res, M, kernel_numba: bool):
+    """The (K, M) smallest screening values ``sq_i + sq_j - 2 fl32(y_i . y_j) + (res_i - res_j)^2`` of every
+    atom and their indices, from float32 GEMMs over the upper triangle of atom blocks.
+
+    Compiled: worker threads (:func:`noisealloc.theory._threads.kernel_threads`) take blocks from a
+    shared counter, each running single-threaded GEMMs (a threaded GEMM's workers poll for work after
+    each call and take the cores from the updates) into lists of its own, merged at the end.
+    """
+    import threading
+
+    from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
+
+    K = y32.shape[0]
+    bs = _SCREEN_BLOCK
+    tasks = [(s, t) for s in range(0, K, bs) for t in range(s, K, bs)]
+    update = _screen_block_numba if kernel_numba else _screen_block_numpy
+    threads = min(kernel_threads(), len(tasks)) if kernel_numba else 1
+    lock = threading.Lock()
+    halt = threading.Event()
+    nxt = [0]
+
+    def work(_w):
+        top_v = np.full((K, M), np.inf)
+        top_i = np.full((K, M), -1, dtype=np.int64)
+        g_flat = np.empty(bs * bs, dtype=np.float32)
+        while not halt.is_set():
+            with lock:
+                q = nxt[0]
+                nxt[0] += 1
+            if q >= len(tasks):
+                break
+            s, t = tasks[q]
+            rs, cs = slice(s, min(K, s + bs)), slice(t, min(K, t + bs))
+            g = g_flat[: (rs.stop - s) * (cs.stop - t)].reshape(rs.stop - s, cs.stop - t)
+            np.matmul(y32[rs], y32[cs].T, out=g)
+            update(g, sq[rs], sq[cs], res[rs], res[cs], s, t, top_v, top_i, t != s)
+        return top_v, top_i
+
+    if threads == 1:
+        return work(0)
+    with single_blas_thread():
+        lists = run_workers(threads, work, halt.set)
+    v = np.concatenate([lv for lv, _ in lists], axis=1)
+    ix = np.concatenate([li for _, li in lists], axis=1)
+    o = np.argsort(v, axis=1, kind="stable")[:, :M]
+    return np.take_along_axis(v, o, axis=1), np.take_along_axis(ix, o, axis=1)
+
+
 def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen: int = SCREEN_CANDIDATES,
-                    kernel: str = "auto"):
+                    rank: int = SCREEN_RANK, kernel: str = "auto"):
     r"""Unordered pairs (P, 2), each atom with its ``n_neighbours`` nearest, and their squared distances (P,).
 
-    The result is that of the exact search with distances :math:`\|\mu_i - \mu_j\|^2` summed directly
-    in float64 (ties broken by the smaller index), found cheaply in two stages:
+    The result is that of the exact search with distances :math:`d_{ij} = \|\mu_i - \mu_j\|^2` summed
+    directly in float64 (ties broken by the smaller index), found cheaply in three stages:
 
-    1. **float32 screen.**  One float32 GEMM per pair of atom blocks (the upper triangle only:
-       the Gram matrix is symmetric) gives :math:`\tilde d_{ij} = s_i + s_j - 2\,\mathrm{fl}_{32}(\mu_i
-       \cdot \mu_j)`, :math:`s_i = \|\mu_i\|^2` in float64; each atom keeps its ``screen`` smallest.
-       Rounding the inputs to float32 and a float32 dot product of :math:`D` terms err by at most
-       :math:`(D + 3)\,u\,|\mu_i||\mu_j|` (:math:`u = 2^{-24}`), so
+    1. **Lower bounds in a projection.**  With :math:`Q` an orthonormal (D, r) basis of the atoms'
+       leading principal directions (:func:`_screen_basis`; :math:`r` = ``rank``; no projection when
+       :math:`D \le r`), :math:`y_i = Q^\top\mu_i` and :math:`\rho_i = \|\mu_i - Q y_i\|`,
 
        .. math::
 
-           |\tilde d_{ij} - d_{ij}| \le e_{ij} = (D + 4)\,\varepsilon_{32}\,(s_i + s_j)
+           d_{ij} = \|y_i - y_j\|^2 + \|(\mu_i - Q y_i) - (\mu_j - Q y_j)\|^2
+               \ge \ell_{ij} = \|y_i - y_j\|^2 + (\rho_i - \rho_j)^2 .
 
-       (a factor ~2 above that bound), computed on the atoms scaled by a power of two to
-       :math:`|\mu_{id}| \le 1` (exact: no float32 overflow), plus :math:`(D + 4)\,2^{-125}` for
-       float32's subnormal range.
-    2. **exact check.**  With :math:`U_i` the ``n_neighbours``-th smallest :math:`\tilde d_{ij} + e_{ij}`
-       over the kept ones (an upper bound on the true ``n_neighbours``-th distance), every true
-       neighbour has :math:`\tilde d_{ij} - e_{ij} \le U_i`.  If the kept list's largest value
-       :math:`v_i` satisfies :math:`v_i - (D + 4)\,\varepsilon_{32}(s_i + \max_j s_j) > U_i`, no atom
-       outside the list can qualify, and the kept candidates with :math:`\tilde d_{ij} - e_{ij} \le U_i`
-       get their exact distance; otherwise (never seen on MNIST or digits) the atom's distances to
-       all atoms are computed exactly.
+    2. **float32 screen.**  One float32 GEMM per pair of atom blocks (the upper triangle only) gives
+       :math:`\tilde\ell_{ij} = s_i + s_j - 2\,\mathrm{fl}_{32}(y_i \cdot y_j) + (\rho_i - \rho_j)^2`,
+       :math:`s_i = \|y_i\|^2` in float64; each atom keeps its ``screen`` smallest.  In units scaled
+       by a power of two to :math:`|y_{id}| \le 1` (exact: no float32 overflow), rounding the inputs
+       to float32 and a float32 dot product of :math:`r` terms err by at most
+       :math:`(r + 3)\,u\,\|y_i\|\|y_j\|` (:math:`u = 2^{-24}`).  The float64 projection errs by
+       far less: with :math:`\eta = \|Q^\top Q - I\|_2` (measured), the cross term that an inexact
+       basis leaves in the decomposition above is at most :math:`3\eta\|y_i - y_j\|^2`, and the
+       rounding of the products and norms is :math:`O((D + r)\,\varepsilon_{64})`.  So
 
-    On MNIST (K = 10,000, D = 784) this is a float32 half-Gram instead of a float64 full Gram with a
-    (K x K) argpartition.  The proposal of :func:`importance_samples` is valid for any pairs (its
-    weights are the density ratio of the pairs actually used); exactness keeps the pairs those of
-    the plain nearest-neighbour definition.
+       .. math::
+
+           \tilde\ell_{ij} - e_{ij} \le d_{ij}, \qquad e_{ij} = (r + 4)\,\varepsilon_{32}\,(s_i + s_j)
+               + \big(16\,(D + r)\,\varepsilon_{64} + 6\eta\big)\,(q_i + q_j) + (r + 4)\,2^{-125},
+
+       :math:`q_i = \|\mu_i\|^2`, the last term for float32's subnormal range.  (Without a projection,
+       :math:`y = \mu`, :math:`\rho = 0` and :math:`\eta = 0`.)
+    3. **Exact check.**  The exact distances to the first ``n_neighbours`` kept candidates bound the
+       ``n_neighbours``-th true distance from above by :math:`U_i^0`; the kept candidates with
+       :math:`\tilde\ell_{ij} - e_{ij} \le U_i^0` get their exact distance, and :math:`U_i` is the
+       ``n_neighbours``-th smallest of those.  If the kept list's largest value :math:`v_i` satisfies
+       :math:`v_i - \max_j e_{ij} > U_i`, no atom outside the list can qualify; otherwise the atom's
+       float64 bounds :math:`\ell_{ij}` to all atoms are formed and every atom with
+       :math:`\ell_{ij} - e_{ij} \le U_i` gets its exact distance.
+
+    On MNIST (K = 10,000, D = 668 varying pixels) the screen is a rank-192 float32 half-Gram,
+    under a third of the full-dimension one, and the exact check takes about 9 distances per atom
+    (no atom needs the full row of bounds); the search takes about half the time of the
+    full-dimension screen.  The proposal of :func:`importance_samples` is valid for any pairs (its weights are the
+    density ratio of the pairs actually used); exactness keeps the pairs those of the plain
+    nearest-neighbour definition.
 
     Parameters
     ----------
@@ -183,6 +276,8 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
         Neighbours per atom.
     screen : int
         Candidates kept per atom by the float32 screen (``>= n_neighbours``).
+    rank : int
+        Dimension ``r`` of the projection (``>= 1``); none when ``D <= rank``.
     kernel : {'auto', 'numba', 'numpy'}
         The screen's implementation (the result does not depend on it).
 
@@ -200,45 +295,84 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
     if nn < 1:
         return np.zeros((0, 2), dtype=np.int64), np.zeros(0)
     M = min(max(int(screen), nn), K - 1)
-    update = _screen_update_numba if (kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)) else _screen_update_numpy
-    # The screen works on the atoms scaled by a power of two (exact) to |coordinates| <= 1: no float32
-    # overflow, and underflow only below 2**-126 of the largest coordinate (the bound's absolute term).
+    # Scaled by powers of two (exact) to |coordinates| <= 1: no float32 overflow, and underflow only
+    # below 2**-126 of the largest coordinate (the bound's absolute term).
     big = float(np.max(np.abs(mu)))
-    scale = math.ldexp(1.0, -math.frexp(big)[1]) if big > 0 else 1.0
-    mu32 = (mu * scale).astype(np.float32)
-    sq = np.einsum("kd,kd->k", mu, mu) * scale * scale
-    top_v = np.full((K, M), np.inf)
-    top_i = np.full((K, M), -1, dtype=np.int64)
-    bs = max(1, int(math.isqrt(MAX_BLOCK_ENTRIES)))
-    for s in range(0, K, bs):
-        rs = slice(s, min(K, s + bs))
-        for t in range(s, K, bs):
-            cs = slice(t, min(K, t + bs))
-            g = mu32[rs] @ mu32[cs].T
-            update(g, sq[rs], sq[cs], s, t, top_v, top_i, False)
-            if t != s:
-                update(g, sq[rs], sq[cs], s, t, top_v, top_i, True)
-    tiny = (D + 4) * 2.0**-125  # float32 subnormals: absolute rounding of inputs and products
-    err = (D + 4) * _EPS32 * (sq[:, None] + sq[np.maximum(top_i, 0)]) + tiny
-    upper = np.partition(top_v + err, nn - 1, axis=1)[:, nn - 1]
-    cand = (top_v - err <= upper[:, None]) & (top_i >= 0)
-    complete = (M == K - 1) | (top_v[:, -1] - (D + 4) * _EPS32 * (sq + sq.max()) - tiny > upper)
-    ri, ci = np.nonzero(cand & complete[:, None])
-    rows, cols = ri, top_i[ri, ci]
+    # Working units: the atoms times 2**-shift (exact), rescaled only far from 1 (squares would over- or
+    # underflow); screen units: times 2**-(shift + y_shift), to |y| <= 1 (no float32 overflow, underflow
+    # only below 2**-126 of the largest coordinate: the bound's absolute term).
+    shift = math.frexp(big)[1] if big > 0 else 0
+    if abs(shift) < 256:
+        shift, mu_w = 0, mu
+    else:
+        mu_w = np.ldexp(mu, -shift)
+    q = np.einsum("kd,kd->k", mu_w, mu_w)
+    r = min(int(rank), D)
+    eta = 0.0
+    if r < D:
+        basis = _screen_basis(mu_w, r)
+        # Orthonormality error (spectral norm), measured: it enters the bound.
+        eta = float(np.linalg.norm(basis.T @ basis - np.eye(r), 2))
+        y = mu_w @ basis
+        res = np.empty(K)
+        for s in range(0, K, _SCREEN_BLOCK):  # residual norms summed directly: no cancellation
+            part = mu_w[s:s + _SCREEN_BLOCK] - y[s:s + _SCREEN_BLOCK] @ basis.T
+            res[s:s + _SCREEN_BLOCK] = np.sqrt(np.einsum("kd,kd->k", part, part))
+    else:
+        y, res = mu_w, np.zeros(K)
+    y_big = float(np.max(np.abs(y)))
+    y_shift = math.frexp(y_big)[1] if y_big > 0 else 0
+    y, res, q = np.ldexp(y, -y_shift), np.ldexp(res, -y_shift), np.ldexp(q, -2 * y_shift)
+    shift += y_shift
+    s_y = np.einsum("kd,kd->k", y, y)
+    kernel_numba = kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)
+    top_v, top_i = _screen(y.astype(np.float32), s_y, res, M, kernel_numba)
+    e32 = (r + 4) * _EPS32
+    e64 = 16 * (D + r) * _EPS64 + 6.0 * eta
+    tiny = (r + 4) * 2.0**-125
+
+    def err(i, j):
+        return e32 * (s_y[i] + s_y[j]) + e64 * (q[i] + q[j]) + tiny
+
+    # Exact distances: first the n_neighbours best screened, whose largest bounds the true n_neighbours-th.
+    rows = np.repeat(np.arange(K), nn)
+    cols = top_i[:, :nn].ravel()
+    d2 = _direct_sq(mu, rows, cols)
+    u0 = np.ldexp(d2.reshape(K, nn).max(axis=1), -2 * shift)  # in screen units (d2: the atoms as given)
+    ri, ci = np.nonzero(top_v[:, nn:] - err(np.arange(K)[:, None], top_i[:, nn:]) <= u0[:, None])
+    more_c = top_i[:, nn:][ri, ci]
+    rows, cols = np.concatenate([rows, ri]), np.concatenate([cols, more_c])
+    d2 = np.concatenate([d2, _direct_sq(mu, ri, more_c)])
+    # U_i: the n_neighbours-th smallest exact distance found (>= the true one).
+    o = np.lexsort((d2, rows))
+    first = np.searchsorted(rows[o], np.arange(K))
+    upper = np.ldexp(d2[o][first + nn - 1], -2 * shift)
+    complete = (M == K - 1) | (top_v[:, -1] - (e32 * (s_y + s_y.max()) + e64 * (q + q.max()) + tiny) > upper)
     lost = np.flatnonzero(~complete)
     if lost.size:
-        every = np.arange(K)
-        extra_r = np.repeat(lost, K - 1)
-        extra_c = np.concatenate([every[every != i] for i in lost])
+        keep = complete[rows]
+        rows, cols, d2 = rows[keep], cols[keep], d2[keep]
+        extra_r, extra_c = [], []
+        step = max(1, MAX_BLOCK_ENTRIES // K)
+        for s in range(0, lost.size, step):
+            li = lost[s:s + step]
+            lb = s_y[li][:, None] + s_y[None, :] - 2.0 * (y[li] @ y.T) + (res[li][:, None] - res[None, :]) ** 2
+            lb -= err(li[:, None], np.arange(K)[None, :])
+            lb[np.arange(li.size), li] = np.inf
+            a, b = np.nonzero(lb <= upper[li][:, None])
+            extra_r.append(li[a])
+            extra_c.append(b)
+        extra_r, extra_c = np.concatenate(extra_r), np.concatenate(extra_c)
         rows, cols = np.concatenate([rows, extra_r]), np.concatenate([cols, extra_c])
-    d2 = _direct_sq(mu, rows, cols)
+        d2 = np.concatenate([d2, _direct_sq(mu, extra_r, extra_c)])
     o = np.lexsort((cols, d2, rows))  # by row, then distance, then index
     rows, cols, d2 = rows[o], cols[o], d2[o]
     first = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
-    rank = np.arange(rows.size) - np.repeat(first, np.diff(np.r_[first, rows.size]))
-    sel = rank < nn
-    pairs, idx = np.unique(np.sort(np.stack([rows[sel], cols[sel]], axis=1), axis=1), axis=0, return_index=True)
-    return pairs, d2[sel][idx]
+    rank_in_row = np.arange(rows.size) - np.repeat(first, np.diff(np.r_[first, rows.size]))
+    sel = rank_in_row < nn
+    lo, hi = np.minimum(rows[sel], cols[sel]), np.maximum(rows[sel], cols[sel])
+    code, idx = np.unique(lo * K + hi, return_index=True)  # 1-D: far faster than unique rows
+    return np.stack([code // K, code % K], axis=1), d2[sel][idx]
 
 
 def pair_weights(mu, w, pairs, lam, floor: float = PAIR_FLOOR, *, d2=None) -> np.ndarray:
