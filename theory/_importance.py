@@ -479,11 +479,13 @@ def _level_values_numba(A, B, T, log_w, lam, h_out, m_out):
 
 
 def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N_NEIGHBOURS,
-                       defensive: float = DEFENSIVE, kernel: str = "auto"):
+                       defensive: float = DEFENSIVE, kernel: str = "auto", centre=None, live=None):
     """Per-sample weighted (entropy, mmse) arrays (L, n) and the proposal's description (module docstring).
 
     ``kernel``: ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` for the per-level
     passes (:func:`_level_values_numpy` is the reference); the draws do not depend on it.
+    ``centre``, ``live``: the atoms' weighted mean and live coordinates when the caller has them
+    (as :func:`noisealloc.theory.empirical.information_samples`).
     """
     from noisealloc.theory._numba import HAVE_NUMBA
 
@@ -494,8 +496,11 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     K, D = mu.shape
     # Centred (smaller norms, smaller GEMM rounding), on the coordinates where the atoms differ: the
     # others add exactly 0 to every distance below (MNIST: 116 of 784).  The noises are drawn in all D.
-    live = live_coordinates(mu)
-    mu = mu[:, live] - (w @ mu)[live]
+    from noisealloc.theory._scan import weighted_mean
+
+    live = live_coordinates(mu) if live is None else live
+    centre = weighted_mean(mu, w) if centre is None else centre
+    mu = mu[:, live] - centre[live]
     # Timings (wall, CPU) of the three costly stages, reported in ``info`` (bench posterior prints them).
     clock = {"neighbours": [0.0, 0.0], "gemm": [0.0, 0.0], "levels": [0.0, 0.0]}
 

@@ -181,8 +181,6 @@ _GH_MAX_ENTRIES_3D = 1 << 21
 _METHODS = ("auto", "quadrature", "projected-quadrature", "monte-carlo")
 # Monte-Carlo sample count when none is given.
 _DEFAULT_SAMPLES = 4096
-# Rows per block of the centred-norm pass (a 4 MB temporary for MNIST rows).
-_NORM_BLOCK = 512
 # Atoms x span dimension from which the denoiser uses the blocked GEMM engine: below it the
 # per-point reference-atom kernel is as fast and handles a level per point.
 _BLOCKED_MIN_SIZE = 512
@@ -251,7 +249,7 @@ def _posterior_kernel(y, sig2, mu, log_pi, *, want_mean=False):
     return log_p, tr_c, ent, log_w
 
 
-def merge_duplicate_atoms(atoms, weights):
+def merge_duplicate_atoms(atoms, weights, row_hash=None):
     r"""Merge identical rows of ``atoms``, adding their weights (the law :math:`\sum_k \pi_k\delta_{\mu_k}` is unchanged).
 
     Parameters
@@ -260,6 +258,9 @@ def merge_duplicate_atoms(atoms, weights):
         Atom positions (``-0.0`` and ``0.0`` are the same point).
     weights : ndarray, shape (K,)
         Their weights.
+    row_hash : ndarray of uint64, shape (K,), optional
+        The rows' hashes (equal rows, equal hashes) if already computed
+        (:func:`noisealloc.theory._scan.scan_atoms`); computed here otherwise.
 
     Returns
     -------
@@ -281,19 +282,11 @@ def merge_duplicate_atoms(atoms, weights):
         return atoms, weights, 0
     # Equal rows have equal 64-bit row hashes, so distinct hashes prove distinct rows; rows that share a
     # hash are compared in full (np.unique over rows sorts K rows of D floats: 1 s on MNIST, against
-    # ~6 ms here).  The hash runs over blocks of rows in one reused buffer: two temporaries the size of
-    # the atoms cost ~90 ms of fresh pages on MNIST, in a model built once per `noisealloc entropy`.
-    d = atoms.shape[1]
-    mult = np.random.default_rng(0x5EED).integers(1, 2**62, size=d, dtype=np.uint64) | np.uint64(1)
-    rows = max(1, min(k, (1 << 18) // max(d, 1)))
-    buf = np.empty((rows, d))
-    row_hash = np.empty(k, dtype=np.uint64)
-    for s in range(0, k, rows):
-        b = buf[: min(k, s + rows) - s]
-        np.add(atoms[s:s + b.shape[0]], 0.0, out=b)  # -0.0 -> 0.0: equal points, equal bytes
-        u = b.view(np.uint64)
-        np.multiply(u, mult, out=u)
-        np.sum(u, axis=1, dtype=np.uint64, out=row_hash[s:s + b.shape[0]])
+    # a few ms here).
+    if row_hash is None:
+        from noisealloc.theory._scan import scan_atoms
+
+        row_hash = scan_atoms(atoms).row_hash
     _, first, inverse = np.unique(row_hash, return_index=True, return_inverse=True)
     if first.size == k:
         return atoms, weights, 0
@@ -377,7 +370,11 @@ class DiracMixture:
             atoms = atoms[:, None]
         if atoms.ndim != 2 or atoms.shape[0] < 1 or atoms.shape[1] < 1:
             raise ValueError(f"atoms must have shape (K, D) with K >= 1, D >= 1 (or (K,)); got shape {atoms.shape}")
-        hi, lo = float(atoms.max()), float(atoms.min())  # max |x| without a temporary the size of the atoms
+        from noisealloc.theory._scan import scan_atoms
+
+        # One pass (all cores): the extremes, the row hashes of the duplicate merge, the live coordinates.
+        scan = scan_atoms(atoms)
+        hi, lo = float(scan.col_max.max()), float(scan.col_min.min())
         if not (math.isfinite(hi) and math.isfinite(lo)):  # max and min propagate NaN: finite extremes, finite atoms
             check_finite(atoms, "atoms")
         big = max(hi, -lo)
@@ -387,12 +384,13 @@ class DiracMixture:
                 f"got {big:.3g}. Rescale the data: atoms c*mu at log-SNR lam equal atoms mu at lam + 2 log c")
         k = atoms.shape[0]
         weights = check_weight_vector(weights, k, positive=True, normalise=True)
-        atoms, weights, self.n_merged = merge_duplicate_atoms(atoms, weights)
+        atoms, weights, self.n_merged = merge_duplicate_atoms(atoms, weights, scan.row_hash)
         if self.n_merged:
             weights = weights / weights.sum()  # sums of rounded weights: one atom gets exactly 1
         k = atoms.shape[0]
         self.atoms = atoms
         self._abs_max = big  # max |mu_kd| (merging keeps a subset of the rows)
+        self._live = scan.live  # and the same values in every column
         self.weights = weights
         self.log_weights = np.log(weights)
         self.dim = atoms.shape[1]
@@ -413,19 +411,18 @@ class DiracMixture:
 
     @cached_property
     def _centred_sq_norms(self) -> np.ndarray:
-        r""":math:`\|\mu_k - \bar\mu\|^2` per atom: one pass over the atoms, in blocks of :data:`_NORM_BLOCK`
-        rows, shared by :attr:`total_variance` and :attr:`_low_snr_level`."""
-        out = np.empty(self.n_atoms)
-        # In blocks of rows: one pass over the atoms, no centred copy of them all.
-        for s in range(0, self.n_atoms, _NORM_BLOCK):
-            c = self.atoms[s:s + _NORM_BLOCK] - self._centre
-            out[s:s + _NORM_BLOCK] = np.einsum("kd,kd->k", c, c)
-        return out
+        r""":math:`\|\mu_k - \bar\mu\|^2` per atom (one parallel pass over the atoms,
+        :func:`noisealloc.theory._scan.centred_sq_norms`), shared by :attr:`total_variance` and :attr:`_low_snr_level`."""
+        from noisealloc.theory._scan import centred_sq_norms
+
+        return centred_sq_norms(self.atoms, self._centre)
 
     @cached_property
     def _centre(self) -> np.ndarray:
         r"""The mean :math:`\bar\mu = \sum_k \pi_k \mu_k`."""
-        return self.weights @ self.atoms
+        from noisealloc.theory._scan import weighted_mean
+
+        return weighted_mean(self.atoms, self.weights)
 
     # ------------------------------------------------------------------ span
     @cached_property
@@ -813,7 +810,7 @@ class DiracMixture:
             smp = information_samples(self.atoms, self.weights, flat[mid] if np.any(mid) else np.zeros(1),
                                       n_samples=n, rng=rng, block_size=block_size,
                                       float32_distances=float32_distances, progress=progress, stratify=stratify,
-                                      importance=importance)
+                                      importance=importance, centre=self._centre, live=self._live)
         if np.all(mid):
             return smp
         n_draws = smp.mmse.shape[1]

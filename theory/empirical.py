@@ -659,6 +659,8 @@ def information_samples(
     stratify: bool = True,
     kernel: str = "auto",
     importance: bool = False,
+    centre=None,
+    live=None,
 ) -> InformationSamples:
     r"""Per-sample posterior entropy and trace-identity MMSE at every level (common random numbers).
 
@@ -674,6 +676,13 @@ def information_samples(
         :math:`\omega = p/q \le 2`; i.i.d. draws, one stratum; ``block_size``, ``float32_distances``
         and ``stratify`` do not apply) instead of plain draws from the data law.  Needed at high
         SNR, where plain draws miss the boundary layers (THEORY.md section 3.1).
+    centre : array_like, shape (D,), optional
+        The weighted mean of the atoms, when the caller has it (a model's cached value); computed
+        otherwise.  It only centres the distance GEMMs (smaller rounding), so any nearby point gives
+        the same results up to rounding.
+    live : array_like of int, optional
+        Increasing indices of the coordinates in which the atoms differ (or a superset), when the
+        caller has them (:attr:`noisealloc.theory._scan.AtomScan.live`); computed otherwise.
 
     Returns
     -------
@@ -692,22 +701,39 @@ def information_samples(
         raise ValueError("lam must hold at least one level")
     if kernel not in ("auto", "numba", "numpy"):
         raise ValueError(f"kernel must be one of 'auto', 'numba', 'numpy'; got {kernel!r}")
+    centre, live = _check_hints(centre, live, mu.shape[1])
     if importance:
         if block_size is not None or float32_distances:
             raise ValueError(f"block_size and float32_distances are options of the plain engine (importance=False); "
                              f"got block_size={block_size!r}, float32_distances={float32_distances!r} with importance=True")
-        return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng)
+        return _importance_information_samples(mu, w, lam_arr, n_samples=n_samples, rng=rng, centre=centre,
+                                               live=live)
     use_numba = kernel == "numba" or (kernel == "auto" and _use_numba())
     threads = kernel_threads() if use_numba else 1
     # The worker threads run single-threaded GEMMs; a threaded BLAS call just before them (the centre
     # below) would leave BLAS threads polling on the cores they need (theory._threads).
     with single_blas_thread() if threads > 1 else contextlib.nullcontext():
         return _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances,
-                                          progress, stratify, use_numba, threads)
+                                          progress, stratify, use_numba, threads, centre, live)
+
+
+def _check_hints(centre, live, dim: int):
+    """``centre`` as a finite (D,) float64 array and ``live`` as increasing int64 indices in ``[0, D)`` (or None)."""
+    if centre is not None:
+        centre = check_finite(as_float_array(centre, "centre"), "centre")
+        if centre.shape != (dim,):
+            raise ValueError(f"centre must have shape ({dim},); got {centre.shape}")
+    if live is not None:
+        live = np.asarray(live)
+        if (live.ndim != 1 or live.size == 0 or live.dtype.kind not in "iu" or live[0] < 0 or live[-1] >= dim
+                or np.any(np.diff(live) <= 0)):
+            raise ValueError(f"live must be non-empty increasing coordinate indices in [0, {dim}); got {live!r}")
+        live = live.astype(np.int64, copy=False)
+    return centre, live
 
 
 def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float32_distances, progress, stratify,
-                               use_numba, threads) -> InformationSamples:
+                               use_numba, threads, centre=None, live=None) -> InformationSamples:
     """:func:`information_samples` with the plain GEMM engine (arguments checked; ``threads`` workers)."""
     draws = draw_common_random_numbers(w, n_samples, mu.shape[1], rng=rng, stratify=stratify)
     n = len(draws.atom_index)
@@ -728,8 +754,11 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
     # buffer: no centred copy of all atoms, no fresh page-faulting allocation per block.
     # Coordinates where every atom agrees add exactly 0 to every A and B (MNIST test set: 116 of 784
     # border pixels): the GEMM runs over the others only.
-    live = live_coordinates(mu_all)
-    centre = w @ mu_all
+    from noisealloc.theory._scan import weighted_mean
+
+    # A superset of the kept atoms' live coordinates and any centre give the same distances.
+    live = live_coordinates(mu_all) if live is None else live
+    centre = weighted_mean(mu_all, w) if centre is None else centre
     centre_live = centre[live]
     mk = mu_all[k][:, live] - centre_live
     eps_live = draws.eps[:, live]
@@ -784,7 +813,7 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
     return InformationSamples(lam_arr, entropy, mmse, draws, info)
 
 
-def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> InformationSamples:
+def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng, centre=None, live=None) -> InformationSamples:
     import time
 
     from noisealloc.theory._importance import importance_samples
@@ -792,7 +821,8 @@ def _importance_information_samples(mu, w, lam_arr, *, n_samples, rng) -> Inform
     n, seed, rng = _samples_and_seed(n_samples, rng)
     keep = np.flatnonzero(w > 0)
     t0 = time.perf_counter()
-    ent, mmse, k, eps, info = importance_samples(mu[keep], w[keep], lam_arr, n_samples=n, gen=as_generator(rng))
+    ent, mmse, k, eps, info = importance_samples(mu if keep.size == w.size else mu[keep], w[keep], lam_arr,
+                                                 n_samples=n, gen=as_generator(rng), centre=centre, live=live)
     draws = CommonRandomNumbers(keep[k].astype(np.int64), eps, np.zeros(n, dtype=np.int64), seed)
     info.update({"seed": seed, "n_atoms": int(keep.size), "dim": int(mu.shape[1]),
                  "stratified": False, "seconds": time.perf_counter() - t0})
