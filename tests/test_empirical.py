@@ -287,24 +287,28 @@ def test_concurrent_calls_share_the_workers_without_deadlock(monkeypatch):
         assert np.array_equal(s.mmse, ref.mmse) and np.array_equal(s.entropy, ref.entropy)
 
 
-def _forked_profile(queue, mu):
-    s = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, block_size=100)
+def _forked_profile(queue, mu, importance):
+    opts = {"importance": True} if importance else {"block_size": 100}
+    s = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, **opts)
     queue.put(s.mmse.tolist())
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 @pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX, if another test loaded it; the child uses none
-def test_engine_runs_in_a_forked_child():
+@pytest.mark.parametrize("importance", [False, True])
+def test_engine_runs_in_a_forked_child(importance):
     """The worker threads live in a pool kept per process; a child forked after the parent used it
     (as process pools do) inherits the pool but not its threads, and must make its own instead of
-    waiting forever for threads that do not exist."""
+    waiting forever for threads that do not exist.  No engine uses numba's ``parallel`` either: its
+    OpenMP layer aborts a child forked after the parent used it."""
     import multiprocessing as mp
 
     mu = np.random.default_rng(0).normal(size=(700, 20))
-    parent = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, block_size=100)
+    opts = {"importance": True} if importance else {"block_size": 100}
+    parent = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, **opts)
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    child = ctx.Process(target=_forked_profile, args=(queue, mu))
+    child = ctx.Process(target=_forked_profile, args=(queue, mu, importance))
     child.start()
     child.join(60)
     if child.exitcode is None:

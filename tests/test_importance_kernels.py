@@ -58,27 +58,82 @@ def test_neighbour_pairs_tiny():
     np.testing.assert_array_equal(d2, [1.0, 9.0, 4.0])
 
 
-def test_level_values_compiled_equal_numpy():
-    # Distances of a digits-like block at levels from flat (lam = -12) to one-hot (lam = 12) posteriors.
-    m = load_data("digits")
-    mu = m.atoms - m.weights @ m.atoms
-    rng = np.random.default_rng(11)
-    k = rng.choice(mu.shape[0], 40)
-    eps = rng.standard_normal((40, mu.shape[1]))
-    diff = mu[k][:, None, :] - mu[None, :, :]
-    A = np.einsum("ikd,ikd->ik", diff, diff)
-    B = np.einsum("id,ikd->ik", eps, diff)
-    T = A + rng.random(A.shape)  # any weights: the sampler's T differs from A on midpoint draws
-    lam = np.linspace(-12.0, 12.0, 25)
+@pytest.mark.parametrize("case", ["digits", "near-duplicates", "far-offset"])
+def test_compiled_rows_equal_numpy_over_the_level_range(case):
+    # The fused engine (distances assembled per row from the GEMMs, the plain engine's level loop with its
+    # shift bounds and pruning, midpoint rows shifted by their sampled atom's distances) against the numpy
+    # reference (distance matrices, a max-shifted log-sum-exp per level), on plain and midpoint draws, from
+    # flat (lam = -12) to one-hot (lam = 14) posteriors.
+    if case == "digits":
+        m = load_data("digits")
+        mu, w = m.atoms, m.weights
+    else:
+        mu = _near_duplicates()
+        if case == "far-offset":  # the GEMM form loses the small distances: the refinement must restore them
+            mu = mu + 1e4
+        w = np.random.default_rng(2).dirichlet(np.ones(mu.shape[0]))
+    lam = np.linspace(-12.0, 14.0, 27)
     out = {}
-    for name, fn in (("numba", imp._level_values_numba), ("numpy", imp._level_values_numpy)):
-        h, mm = np.empty((lam.size, 40)), np.empty((lam.size, 40))
-        fn(A, B, T, np.log(m.weights), lam, h, mm)
-        out[name] = h, mm
-    # Entropy: absolute (it tends to 0 at high SNR, where ~1e-16 of log Z is all that is left); mmse relative.
-    np.testing.assert_allclose(out["numba"][0], out["numpy"][0], rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(out["numba"][1], out["numpy"][1], rtol=1e-12, atol=0)
-    assert out["numpy"][0][0].min() > 7.0 and out["numpy"][0][-1].max() < 1e-6  # the range was spanned
+    for kernel in ("numba", "numpy"):
+        out[kernel] = imp.importance_samples(mu, w, lam, n_samples=96, gen=np.random.default_rng(8), kernel=kernel)
+    assert 0 < out["numpy"][4]["pair_draws"] < 96  # both kinds of rows
+    for x, y in zip(out["numba"][:2], out["numpy"][:2]):
+        np.testing.assert_allclose(x, y, rtol=1e-11, atol=1e-13 * np.abs(y).max())
+    ent = out["numpy"][0]
+    assert ent[0].mean() > 0.5 * np.log(mu.shape[0])  # flat at the bottom
+    # one-hot at the top (digits), or spread over the near-identical members of one cluster only
+    assert ent[-1].max() < (1e-3 if case == "digits" else np.log(6.0) + 1e-6)
+
+
+def _mp_row(c, eps, mu, log_w, k, lam):
+    # Posterior entropy and half the trace-identity sum at x = c + sigma eps, from the definitions at 40 digits.
+    import mpmath as mp
+
+    with mp.workdps(40):
+        s2 = mp.e ** (-mp.mpf(float(lam)))
+        x = [mp.mpf(float(c[d])) + mp.sqrt(s2) * mp.mpf(float(eps[d])) for d in range(mu.shape[1])]
+        logits = [mp.mpf(float(log_w[j])) - sum((x[d] - mp.mpf(float(mu[j, d]))) ** 2
+                                                for d in range(mu.shape[1])) / (2 * s2) for j in range(mu.shape[0])]
+        top = max(logits)
+        ex = [mp.e ** (v - top) for v in logits]
+        z = mp.fsum(ex)
+        p = [v / z for v in ex]
+        h = -mp.fsum(q * mp.log(q) for q in p if q > 0)
+        t = mp.fsum(p[j] * mp.fsum((mp.mpf(float(mu[k, d])) - mp.mpf(float(mu[j, d]))) ** 2 for d in range(mu.shape[1]))
+                    for j in range(mu.shape[0])) / 2
+        return float(h), float(t)
+
+
+@pytest.mark.parametrize("kernel", ["numba", "numpy"])
+def test_per_sample_values_match_a_high_precision_reference(kernel):
+    # Clusters of near-identical atoms far from the origin at high SNR: the members' weights hang on
+    # distances ~1e-8 next to squared norms ~1e5, which the GEMM form gets wrong by ~1e-10 and the level
+    # multiplies by e^lam / 2 ~ 6e5 (the per-sample values were off by up to 3e-5 relative before the
+    # near-atom direct sums).  Plain and midpoint draws, each against mpmath at 40 digits.
+    mu = _near_duplicates()[:36]
+    w = np.random.default_rng(4).dirichlet(np.ones(36))
+    mu_c = mu - w @ mu
+    rng = np.random.default_rng(9)
+    kk = np.array([0, 7, 13, 20, 27, 33])
+    mid = np.array([1, 3, 5])  # rows drawn at the midpoint of kk[i] and its cluster neighbour
+    other = kk + np.where(kk % 6 == 5, -1, 1)
+    cen = mu_c[kk].copy()
+    cen[mid] = 0.5 * (mu_c[kk[mid]] + mu_c[other[mid]])
+    eps = rng.standard_normal(cen.shape)
+    lam = np.array([-4.0, 6.0, 11.0, 14.0])
+    mu_sq = np.einsum("kd,kd->k", mu_c, mu_c)
+    ck = cen - mu_c[kk]
+    near = imp.near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", cen, cen),
+                               np.einsum("id,id->i", ck, ck), mu_sq.max(), np.exp(lam.max()) / 2, 12,
+                               float(np.log(w.max() / w.min())))
+    clock = {"gemm": [0.0, 0.0], "levels": [0.0, 0.0]}
+    values = imp._values_numba if kernel == "numba" else imp._values_numpy
+    h, m = values(cen, eps, kk, mid, mu_c, mu_sq, np.log(w), lam, imp._REFINE * 14, near, 4, clock)
+    for t, lv in enumerate(lam):
+        for i in range(kk.size):
+            ref_h, ref_m = _mp_row(cen[i], eps[i], mu_c, np.log(w), kk[i], lv)
+            assert h[t, i] == pytest.approx(ref_h, rel=1e-12, abs=1e-15), (lv, i)
+            assert m[t, i] == pytest.approx(ref_m, rel=1e-11, abs=0), (lv, i)
 
 
 def test_importance_samples_kernels_agree_and_seeded():

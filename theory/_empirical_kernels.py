@@ -252,13 +252,14 @@ def _max_logit(c, A, B, n, a, b, acc):
 
 
 @jit
-def _pad(c, A, B, n):
-    """Padding after the first ``n`` candidates up to the next multiple of ``_CH``: logit -inf, A = B = 0."""
+def _pad(c, A, B, W, n):
+    """Padding after the first ``n`` candidates up to the next multiple of ``_CH``: logit -inf, A = B = W = 0."""
     n_pad = min(((n + _CH - 1) // _CH) * _CH, c.shape[0])
     for j in range(n, n_pad):
         c[j] = -np.inf
         A[j] = 0.0
         B[j] = 0.0
+        W[j] = 0.0
 
 
 @jit
@@ -294,23 +295,25 @@ def _count_drops(c, A, B, n, a, b, lim, acc):
             aj = A[j]
             bj = B[j]
             lj = (c[j] - a * aj) - b * bj
-            acc[uq] += 1.0 if (lj < lim) & (bj + b * aj >= 0.0) & (lj > -np.inf) else 0.0
+            acc[uq] += 1.0 if (lj < lim) & (bj + b * aj >= 0.0) & (aj >= 0.0) & (lj > -np.inf) else 0.0
     return _lane_sum(acc, 0)
 
 
 @jit
-def _prune(c, A, B, n, a, b, ref, acc):
+def _prune(c, A, B, W, n, a, b, ref, acc):
     r"""Remove, in place, the candidates that stay below the underflow at this and every higher level.
 
     With ``a = u^2`` and ``b = \sqrt2 u``, ``l_j(u) - ref = c_j - ref - u^2 A_j - \sqrt2 u B_j``
-    is a concave parabola in ``u`` with its vertex at ``u = -B_j / (\sqrt2 A_j)``; when
-    ``B_j + b A_j >= 0`` the vertex lies at or below the current ``u``, so the logit only
-    decreases as the level rises.  ``ref`` is a logit present at every level (the sampled
+    is, for ``A_j >= 0``, a concave parabola in ``u`` with its vertex at ``u = -B_j / (\sqrt2 A_j)``;
+    when ``B_j + b A_j >= 0`` the vertex lies at or below the current ``u``, so the logit only
+    decreases as the level rises (candidates with ``A_j < 0``, which the importance sampler's
+    shifted rows have, are never removed).  ``ref`` is a logit present at every level (the sampled
     atom's, ``log pi_k``), so the running shift is ``>= ref`` and a candidate with
     ``l_j - ref < EXP_UNDERFLOW - _PRUNE_MARGIN`` now has ``exp(l_j - shift) = 0`` exactly at
     every later level: dropping it changes nothing.  A vectorised count first; the
     (scalar, branch-free) compaction runs only when it removes at least 1/8 of the
-    candidates.  Returns the new count.
+    candidates.  ``W`` (the weights of ``U``; may be ``A`` itself) is compacted alongside.  Returns the new
+    count.
     """
     lim = ref + EXP_UNDERFLOW - _PRUNE_MARGIN
     if _count_drops(c, A, B, n, a, b, lim, acc) * 8.0 < n:
@@ -320,11 +323,13 @@ def _prune(c, A, B, n, a, b, ref, acc):
         cj = c[j]
         aj = A[j]
         bj = B[j]
+        wj = W[j]
         lj = (cj - a * aj) - b * bj
         c[w] = cj
         A[w] = aj
         B[w] = bj
-        drop = (lj < lim) & (bj + b * aj >= 0.0)
+        W[w] = wj
+        drop = (lj < lim) & (bj + b * aj >= 0.0) & (aj >= 0.0)
         w += 0 if drop else 1
     return w
 
@@ -347,8 +352,10 @@ def _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub):
 
 
 @jit
-def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc):
-    """All levels (in the order ``order``, ascending ``a``) for row ``i`` of a block of ``n`` candidates.
+def _row_levels(c, A, B, W, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc):
+    """All levels (in the order ``order``, ascending ``a``) for row ``i`` of a block of ``n`` candidates,
+    ``U`` weighted by ``W`` (``A`` itself in this module's engine; the importance sampler's midpoint
+    draws weight by other distances).
 
     Shift: always an actual logit or a maximum of actual logits -- the running shift,
     ``ref`` (the sampled atom's logit, present at every level), the block's first
@@ -361,7 +368,7 @@ def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
     """
     if n == 0:
         return
-    _pad(c, A, B, n)
+    _pad(c, A, B, W, n)
     cmax, cmin, amin, amax, bmin, bmax = _bounds(c, A, B, n)
     for tt in range(order.shape[0]):
         t = order[tt]
@@ -380,16 +387,16 @@ def _row_levels(c, A, B, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
             else:
                 mx = _max_logit(c, A, B, n, a, b, acc)
                 m_new = mx if mx > floor else floor
-        zb, tb, ub = _level_sums(c, A, B, A, n, a, b, m_new, buf, acc)
+        zb, tb, ub = _level_sums(c, A, B, W, n, a, b, m_new, buf, acc)
         _merge(m_st, z_st, t_st, u_st, t, i, m_old, m_new, zb, tb, ub)
         # Prune once the lowest possible logit falls below the underflow relative to ref.
         if ((cmin - a * amax) - b * bmax) - ref < EXP_UNDERFLOW - _PRUNE_MARGIN:
-            n_new = _prune(c, A, B, n, a, b, ref, acc)
+            n_new = _prune(c, A, B, W, n, a, b, ref, acc)
             if n_new < n:
                 n = n_new
                 if n == 0:
                     return
-                _pad(c, A, B, n)
+                _pad(c, A, B, W, n)
                 cmax, cmin, amin, amax, bmin, bmax = _bounds(c, A, B, n)
 
 
@@ -424,7 +431,7 @@ def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
     if kl >= 0 and kl < kb:
         Arow[kl] = 0.0
         Brow[kl] = 0.0
-    _row_levels(crow, Arow, Brow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
+    _row_levels(crow, Arow, Brow, Arow, kb, ref[i], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i, buf, acc)
 
 
 @jit(nogil=True)

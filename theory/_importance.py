@@ -26,10 +26,11 @@ its conditional mean given :math:`x` is :math:`\mathrm{tr}\,C(x)`) and :math:`\o
 have means :math:`\mathrm{mmse}(\lambda)` and :math:`H(\lambda)`; each level subtracts the control
 variate :math:`c\,(\omega - 1)` (:math:`E_q\omega = 1`, :math:`c` by regression), which removes the
 weights' noise at low SNR.  Distances come from GEMMs per block of samples (level-independent: the
-centres and the noises against all atoms, and the true atoms of the midpoint draws), then one compiled
-pass per level (:func:`_level_values_numba`; numpy reference :func:`_level_values_numpy`); memory is
-bounded by :data:`MAX_BLOCK_ENTRIES` float64 entries per array.  The pairs come from an exact
-nearest-neighbour search screened in float32 (:func:`neighbour_pairs`).
+centres and the noises against all atoms, and the true atoms of the midpoint draws), run by worker
+threads that then assemble each row's distances and pass over every level while the row is in cache
+(:func:`_values_numba`, with the plain engine's level loop; numpy reference :func:`_values_numpy`);
+memory is bounded by :data:`MAX_BLOCK_ENTRIES` float64 entries per array.  The pairs come from an
+exact nearest-neighbour search screened in float32 on principal directions (:func:`neighbour_pairs`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ import time
 
 import numpy as np
 
-from noisealloc.theory._empirical_kernels import _CH, _W, _level_sums, _max_logit, _pad
-from noisealloc.theory._numba import jit, prange
+from noisealloc.theory._empirical_kernels import _CH, _W, _row_levels
+from noisealloc.theory._numba import jit
 
 __all__: list[str] = []
 
@@ -130,10 +131,11 @@ def _screen_block_numpy(g, sq_rows, sq_cols, res_rows, res_cols, row0, col0, top
         top_i[r0:r0 + R] = np.take_along_axis(ix, o, axis=1)
 
 
-@jit(parallel=True)
-def _direct_sq_numba(mu, a, b, out):
-    """``out[p] = ||mu_a[p] - mu_b[p]||^2`` summed directly (compiled: no gathered (P, D) copies)."""
-    for p in prange(a.size):
+@jit(nogil=True)
+def _direct_sq_rows(part, lo, hi, mu, a, b, out):
+    """``out[p] = ||mu_a[p] - mu_b[p]||^2`` summed directly for ``p`` in ``[lo, hi)`` (compiled: no gathered
+    (P, D) copies; one thread, no GIL)."""
+    for p in range(lo, hi):
         x = 0.0
         for d in range(mu.shape[1]):
             v = mu[a[p], d] - mu[b[p], d]
@@ -146,9 +148,11 @@ def _direct_sq(mu, a, b):
     memory (the two differ only in the order of the sum's rounding)."""
     from noisealloc.theory._numba import HAVE_NUMBA
 
+    from noisealloc.theory._scan import split_rows
+
     out = np.empty(a.size)
     if HAVE_NUMBA:
-        _direct_sq_numba(mu, a, b, out)
+        split_rows(a.size, _direct_sq_rows, mu, a, b, out)
         return out
     step = max(1, MAX_BLOCK_ENTRIES // max(mu.shape[1], 1))
     for s in range(0, a.size, step):
@@ -407,23 +411,46 @@ def _midpoints(mu, pairs, which):
     return 0.5 * (mu[pairs[which, 0]] + mu[pairs[which, 1]])
 
 
-def _sq_dist(c, mu, c_sq, mu_sq):
-    """||c_i - mu_j||^2 by GEMM, small entries recomputed directly (cancellation)."""
-    a = c @ mu.T
-    a *= -2.0  # in place: no (R x K) temporaries; rounding as (c_sq + mu_sq) - 2 g up to the order of the sum
-    a += c_sq[:, None]
-    a += mu_sq[None, :]
-    np.maximum(a, 0.0, out=a)
-    # Entries to recompute: a < r (c_sq_i + mu_sq_j).  A row-wise threshold with the largest mu_sq finds a
-    # superset in one pass; the exact test runs on it alone.
-    r = _REFINE * (mu.shape[1] + 2)
-    ri, ci = np.nonzero(a < (r * (c_sq + mu_sq.max()))[:, None])
-    keep = a[ri, ci] < r * (c_sq[ri] + mu_sq[ci])
-    ri, ci = ri[keep], ci[keep]
-    if ri.size:
-        diff = c[ri] - mu[ci]
-        a[ri, ci] = np.einsum("ij,ij->i", diff, diff)
-    return a
+#: Logit error below which the GEMM form of the distances is left as it is at every level.
+_LOGIT_TOL = 1e-13
+
+
+def near_thresholds(eps_sq, c_sq, ck_sq, mu_sq_max, a_max, dim, log_weight_ratio):
+    r"""Per row, the distance :math:`A_j = \|c - \mu_j\|^2` below which an atom can carry weight at the
+    highest level, where its GEMM-form distances must be replaced by direct sums (0: none needed).
+
+    The GEMM form :math:`\|c\|^2 + \|\mu_j\|^2 - 2\,c\cdot\mu_j` errs by about
+    :math:`(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` in absolute terms, which the level
+    multiplies by :math:`a = e^\lambda/2` in the logit: near-duplicate atoms at high SNR, whose weights
+    hang on tiny distances, would get weights wrong far beyond rounding.  An atom with
+    :math:`a (A_j - A_k) = \tau` has logit at most :math:`\log(\pi_{\max}/\pi_{\min}) - \tau +
+    |\varepsilon|\sqrt{2\tau}` relative to the sampled atom's (:math:`B_j - B_k \le |\varepsilon|
+    \sqrt{A_j - A_k}` up to the midpoint offset), which is below :math:`-750` (weight under the float64
+    subnormals) once :math:`\sqrt\tau \ge (\sqrt2|\varepsilon| + \sqrt{2|\varepsilon|^2 + 4(750 +
+    \log(\pi_{\max}/\pi_{\min}))})/2`.  So rows whose logit error
+    :math:`a_{\max}(D + 2)\varepsilon(\|c\|^2 + \max_j\|\mu_j\|^2)` exceeds :data:`_LOGIT_TOL` get the
+    threshold :math:`A_k + \tau / a_{\max}` (:math:`A_k = \|c - \mu_k\|^2`, 0 on a plain draw).
+
+    Parameters
+    ----------
+    eps_sq, c_sq, ck_sq : ndarray, shape (n,)
+        :math:`|\varepsilon|^2`, :math:`\|c\|^2`, :math:`\|c - \mu_k\|^2` per row.
+    mu_sq_max : float
+    a_max : float
+        :math:`e^{\lambda_{\max}}/2`.
+    dim : int
+        Coordinates of the GEMMs.
+    log_weight_ratio : float
+        :math:`\log(\pi_{\max}/\pi_{\min})`.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    eps_n = np.sqrt(eps_sq)
+    root = 0.5 * (math.sqrt(2.0) * eps_n + np.sqrt(2.0 * eps_sq + 4.0 * (750.0 + log_weight_ratio)))
+    needed = a_max * (dim + 2) * np.finfo(np.float64).eps * (c_sq + mu_sq_max) > _LOGIT_TOL
+    return np.where(needed, ck_sq + root * root / a_max, 0.0)
 
 
 def _level_values_numpy(A, B, T, log_w, lam, h_out, m_out):
@@ -447,50 +474,252 @@ def _level_values_numpy(A, B, T, log_w, lam, h_out, m_out):
         m_out[t] = 0.5 * (ex * T).sum(axis=1) / z
 
 
-@jit(parallel=True)
-def _level_values_numba(A, B, T, log_w, lam, h_out, m_out):
-    """:func:`_level_values_numpy` compiled: rows in parallel, each row's logits formed as
-    ``log pi_j - a_t A_ij - b_t B_ij`` (``a_t = e^lam / 2``, ``b_t = e^(lam/2)``, the same numbers up to
-    rounding) and summed by the plain engine's vectorised exp and lane sums
-    (:func:`noisealloc.theory._empirical_kernels._level_sums`, shift = the row's largest logit)."""
-    R, K = A.shape
+@jit
+def _refine_row(Arow, Brow, Wrow, has_w, x, e, xk, mu, norm_x, norm_k, mu_sq, factor, near):
+    """Direct sums where the GEMM form is not accurate enough: ``A_j = ||x - mu_j||^2`` and
+    ``B_j = e . (x - mu_j)`` where ``A_j < factor (norm_x + mu_sq[j])`` (cancellation) or ``A_j < near``
+    (:func:`near_thresholds`); with ``has_w`` (a midpoint draw), ``W_j = ||xk - mu_j||^2`` where
+    ``W_j < factor (norm_k + mu_sq[j])`` or ``A_j < near``."""
+    D = mu.shape[1]
+    for j in range(mu.shape[0]):
+        close = Arow[j] < near
+        if close or Arow[j] < factor * (norm_x + mu_sq[j]):
+            acc = 0.0
+            bb = 0.0
+            for d in range(D):
+                v = x[d] - mu[j, d]
+                acc += v * v
+                bb += e[d] * v
+            Arow[j] = acc
+            Brow[j] = bb
+        if has_w and (close or Wrow[j] < factor * (norm_k + mu_sq[j])):
+            acc = 0.0
+            for d in range(D):
+                v = xk[d] - mu[j, d]
+                acc += v * v
+            Wrow[j] = acc
+
+
+@jit(nogil=True)
+def importance_rows(lo, hi, Gc, Ge, Gt, mid_row, c_sq, ec, mu_sq, cen, eps, mu, kk, log_w, refine, near, a_lev,
+                    b_lev, order, m_st, z_st, t_st, u_st):
+    r"""Rows ``lo .. hi - 1`` of a block: distances from the GEMM outputs, then every level (one thread, no GIL).
+
+    ``Gc[i, j] = c_i . mu_j``, ``Ge[i, j] = eps_i . mu_j`` and, for a midpoint draw (``mid_row[i] = r >= 0``),
+    ``Gt[r, j] = mu_k . mu_j`` (centred atoms ``mu``, centres ``cen``).  Per row:
+    :math:`A_j = \|c - \mu_j\|^2` (from ``c_sq + mu_sq - 2 Gc``), :math:`B_j = \varepsilon\cdot(c - \mu_j)`,
+    and the trace-identity weights :math:`T_j = \|\mu_k - \mu_j\|^2` (``A`` itself on a plain draw,
+    where :math:`c = \mu_k`; there :math:`A_k = B_k = 0` exactly), with direct sums where the GEMM form
+    is not accurate enough (:func:`_refine_row`: below ``refine`` times the norms, or ``A_j < near[i]``).
+    On a midpoint draw the row is shifted, :math:`A'_j = A_j - A_k`, :math:`B'_j = B_j - B_k`: each
+    level's logits move by one constant, so the posterior is unchanged, and the sampled atom's logit
+    is :math:`\log\pi_k` at every level, which the plain engine's level loop
+    (:func:`noisealloc.theory._empirical_kernels._row_levels`: shift bounds without a maximum pass,
+    pruning of atoms that stay below the underflow) requires.  Its online state (``m, Z, T, U``) per
+    level goes to ``*_st[t, i]``.
+    """
+    K = mu_sq.shape[0]
     k_pad = ((K + _CH - 1) // _CH) * _CH
-    for i in prange(R):
-        c = np.empty(k_pad)
-        a_row = np.empty(k_pad)
-        b_row = np.empty(k_pad)
-        t_row = np.zeros(k_pad)
-        buf = np.empty(3 * _CH)
-        acc = np.empty(3 * _W)
+    a_row = np.empty(k_pad)
+    b_row = np.empty(k_pad)
+    w_row = np.empty(k_pad)
+    c_row = np.empty(k_pad)
+    buf = np.empty(3 * _CH)
+    acc = np.empty(3 * _W)
+    for i in range(lo, hi):
+        k = kk[i]
+        ci2 = c_sq[i]
+        eci = ec[i]
         for j in range(K):
-            c[j] = log_w[j]
-            a_row[j] = A[i, j]
-            b_row[j] = B[i, j]
-            t_row[j] = T[i, j]
-        _pad(c, a_row, b_row, K)
-        for t in range(lam.shape[0]):
-            a = 0.5 * math.exp(lam[t])
-            b = math.exp(0.5 * lam[t])
-            mx = _max_logit(c, a_row, b_row, K, a, b, acc)
-            z, ts, u = _level_sums(c, a_row, b_row, t_row, K, a, b, mx, buf, acc)
-            h = math.log(z) - ts / z
-            h_out[t, i] = h if h > 0.0 else 0.0
-            m_out[t, i] = 0.5 * u / z
+            av = (ci2 + mu_sq[j]) - 2.0 * Gc[i, j]
+            a_row[j] = av if av > 0.0 else 0.0
+            b_row[j] = eci - Ge[i, j]
+            c_row[j] = log_w[j]
+        r = mid_row[i]
+        if r >= 0:
+            k2 = mu_sq[k]
+            for j in range(K):
+                tv = (k2 + mu_sq[j]) - 2.0 * Gt[r, j]
+                w_row[j] = tv if tv > 0.0 else 0.0
+        _refine_row(a_row, b_row, w_row, r >= 0, cen[i], eps[i], mu[k], mu, ci2, mu_sq[k], mu_sq, refine, near[i])
+        if r < 0:
+            a_row[k] = 0.0
+            b_row[k] = 0.0
+            _row_levels(c_row, a_row, b_row, a_row, K, log_w[k], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
+                        buf, acc)
+        else:
+            w_row[k] = 0.0
+            ak = a_row[k]
+            bk = b_row[k]
+            for j in range(K):
+                a_row[j] -= ak
+                b_row[j] -= bk
+            a_row[k] = 0.0
+            b_row[k] = 0.0
+            _row_levels(c_row, a_row, b_row, w_row, K, log_w[k], a_lev, b_lev, order, m_st, z_st, t_st, u_st, i,
+                        buf, acc)
+
+
+# Rows per level-pass task of a worker thread (a few ms of work on MNIST; the workers take them in turn).
+_PASS_ROWS = 8
+
+
+def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock):
+    """Per-sample (entropy, half trace sum) at every level, (L, n) each, on the kept worker threads.
+
+    Per block of ``rows`` samples the workers (i) each compute single-threaded GEMMs of a share of
+    the block's rows (centres, noises and the sampled atoms of midpoint draws against all atoms)
+    into shared arrays, and (ii) after a barrier take :data:`_PASS_ROWS`-row tasks of
+    :func:`importance_rows` from a shared counter; a second barrier ends the block (its arrays are
+    reused).  Single-threaded GEMMs: a threaded GEMM's workers keep polling for work after each call
+    and take the cores from the level passes (:mod:`noisealloc.theory._threads`).
+    """
+    import threading
+
+    from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
+
+    n = kk.size
+    K = mu.shape[0]
+    L = lam.size
+    order = np.argsort(lam, kind="stable")
+    a_lev = np.exp(lam) / 2.0
+    b_lev = np.exp(lam / 2.0)
+    m_st = np.full((L, n), -np.inf)
+    z_st = np.zeros((L, n))
+    t_st = np.zeros((L, n))
+    u_st = np.zeros((L, n))
+    c_sq = np.einsum("id,id->i", cen, cen)
+    ec = np.einsum("id,id->i", eps, cen)
+    mid_row = np.full(n, -1, dtype=np.int64)
+    mid_row[mid] = np.arange(mid.size)
+    n_blocks = -(-n // rows)
+    rows = -(-n // n_blocks)  # equal blocks: no short tail block
+    width = min(rows, n)
+    g_c = np.empty((width, K))
+    g_e = np.empty((width, K))
+    g_t = np.empty((width, K))
+    muT = mu.T
+    threads = max(1, min(kernel_threads(), n))
+    barrier = threading.Barrier(threads)
+    halt = threading.Event()
+    lock = threading.Lock()
+    taken = {}
+
+    def work(w):
+        times = np.zeros(4)
+        for b, s in enumerate(range(0, n, rows)):
+            e_ = min(n, s + rows)
+            c0, t0 = time.thread_time(), time.perf_counter()
+            r0 = s + ((e_ - s) * w) // threads
+            r1 = s + ((e_ - s) * (w + 1)) // threads
+            if r1 > r0:
+                np.matmul(cen[r0:r1], muT, out=g_c[r0 - s:r1 - s])
+                np.matmul(eps[r0:r1], muT, out=g_e[r0 - s:r1 - s])
+            # midpoint rows of this block, numbered from the block's first
+            m_lo, m_hi = np.searchsorted(mid, [s, e_])
+            q0 = m_lo + ((m_hi - m_lo) * w) // threads
+            q1 = m_lo + ((m_hi - m_lo) * (w + 1)) // threads
+            if q1 > q0:
+                np.matmul(mu[kk[mid[q0:q1]]], muT, out=g_t[q0 - m_lo:q1 - m_lo])
+            barrier.wait()
+            c1, t1 = time.thread_time(), time.perf_counter()
+            blk_mid = mid_row[s:e_] - np.where(mid_row[s:e_] >= 0, m_lo, 0)  # rows of g_t
+            while not halt.is_set():
+                with lock:
+                    lo = taken.get(b, s)
+                    taken[b] = lo + _PASS_ROWS
+                if lo >= e_:
+                    break
+                hi = min(e_, lo + _PASS_ROWS)
+                importance_rows(lo - s, hi - s, g_c, g_e, g_t, blk_mid, c_sq[s:e_], ec[s:e_], mu_sq, cen[s:e_],
+                                eps[s:e_], mu, kk[s:e_], log_w, refine, near[s:e_], a_lev, b_lev, order,
+                                m_st[:, s:e_], z_st[:, s:e_], t_st[:, s:e_], u_st[:, s:e_])
+            barrier.wait()
+            c2, t2 = time.thread_time(), time.perf_counter()
+            times += (t1 - t0, t2 - t1, c1 - c0, c2 - c1)
+        return times
+
+    def abort():
+        halt.set()
+        barrier.abort()
+
+    if threads == 1:
+        times = [work(0)]
+    else:
+        with single_blas_thread():
+            times = run_workers(threads, work, abort)
+    tot = np.sum(times, axis=0)
+    clock["gemm"][0] += tot[0] / threads
+    clock["levels"][0] += tot[1] / threads
+    clock["gemm"][1] += tot[2]
+    clock["levels"][1] += tot[3]
+    h = np.maximum(np.log(z_st) - t_st / z_st, 0.0)
+    return h, 0.5 * u_st / z_st
+
+
+def _values_numpy(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock):
+    """The reference of :func:`_values_numba`: the same distances as numpy matrices per block of ``rows``
+    samples (GEMM form in the same order of operations, the same direct sums where
+    :func:`_refine_row` makes them), then :func:`_level_values_numpy`."""
+    n = kk.size
+    L = lam.size
+    h = np.empty((L, n))
+    m = np.empty((L, n))
+    is_mid = np.zeros(n, bool)
+    is_mid[mid] = True
+
+    def direct(x, e, ri, ci):
+        diff = x[ri] - mu[ci]
+        return np.einsum("ij,ij->i", diff, diff), (np.einsum("ij,ij->i", e[ri], diff) if e is not None else None)
+
+    for s in range(0, n, rows):
+        t0 = (time.perf_counter(), time.process_time())
+        sl = slice(s, min(n, s + rows))
+        c, e, k = cen[sl], eps[sl], kk[sl]
+        c_sq = np.einsum("kd,kd->k", c, c)
+        A = np.maximum((c_sq[:, None] + mu_sq[None, :]) - 2.0 * (c @ mu.T), 0.0)  # ||c - mu_j||^2
+        B = np.einsum("id,id->i", e, c)[:, None] - e @ mu.T  # eps . (c - mu_j)
+        close = A < near[sl][:, None]
+        ri, ci = np.nonzero(close | (A < refine * (c_sq[:, None] + mu_sq[None, :])))
+        A[ri, ci], B[ri, ci] = direct(c, e, ri, ci)
+        # ||mu_k - mu_j||^2 (trace identity): on a plain draw c = mu_k, so T = A; a GEMM only for the
+        # midpoint draws' rows.  The sampled atom's entries are exactly 0 on a plain draw.
+        T = A.copy()
+        rows_mid = np.flatnonzero(is_mid[sl])
+        if rows_mid.size:
+            xk = mu[k[rows_mid]]
+            k_sq = mu_sq[k[rows_mid]]
+            Tm = np.maximum((k_sq[:, None] + mu_sq[None, :]) - 2.0 * (xk @ mu.T), 0.0)
+            ri, ci = np.nonzero(close[rows_mid] | (Tm < refine * (k_sq[:, None] + mu_sq[None, :])))
+            Tm[ri, ci] = direct(xk, None, ri, ci)[0]
+            T[rows_mid] = Tm
+        plain = np.flatnonzero(~is_mid[sl])
+        A[plain, k[plain]] = 0.0
+        B[plain, k[plain]] = 0.0
+        T[np.arange(k.size), k] = 0.0
+        now = (time.perf_counter(), time.process_time())
+        clock["gemm"][0] += now[0] - t0[0]
+        clock["gemm"][1] += now[1] - t0[1]
+        _level_values_numpy(A, B, T, log_w, lam, h[:, sl], m[:, sl])
+        end = (time.perf_counter(), time.process_time())
+        clock["levels"][0] += end[0] - now[0]
+        clock["levels"][1] += end[1] - now[1]
+    return h, m
 
 
 def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N_NEIGHBOURS,
                        defensive: float = DEFENSIVE, kernel: str = "auto", centre=None, live=None):
     """Per-sample weighted (entropy, mmse) arrays (L, n) and the proposal's description (module docstring).
 
-    ``kernel``: ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` for the per-level
-    passes (:func:`_level_values_numpy` is the reference); the draws do not depend on it.
+    ``kernel``: ``'auto'`` (numba when available), ``'numba'`` or ``'numpy'`` for the distances and
+    per-level passes (:func:`_values_numba`; :func:`_values_numpy` is the reference); the draws do not
+    depend on it.
     ``centre``, ``live``: the atoms' weighted mean and live coordinates when the caller has them
     (as :func:`noisealloc.theory.empirical.information_samples`).
     """
     from noisealloc.theory._numba import HAVE_NUMBA
 
     use_numba = kernel == "numba" or (kernel == "auto" and HAVE_NUMBA)
-    level_values = _level_values_numba if use_numba else _level_values_numpy
     from noisealloc.theory._limits import live_coordinates
 
     K, D = mu.shape
@@ -555,21 +784,19 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     weights = np.ones((L, n))
     mu_sq = np.einsum("kd,kd->k", mu, mu)
     rows = max(1, MAX_BLOCK_ENTRIES // max(K, maxdeg, 1))
+    mid = np.flatnonzero(branch)
+    refine = _REFINE * (mu.shape[1] + 2)
+    ck = centre - mu[k]
+    near = near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", centre, centre),
+                           np.einsum("id,id->i", ck, ck), float(mu_sq.max()), float(np.exp(lam.max())) / 2.0,
+                           mu.shape[1], float(log_w.max() - log_w.min()))
+    values = _values_numba if use_numba else _values_numpy
+    h_all, m_all = values(centre, eps, k, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock)
     for s in range(0, n, rows):
         t0 = (time.perf_counter(), time.process_time())
         sl = slice(s, min(n, s + rows))
         c, e, kk = centre[sl], eps[sl], k[sl]
-        c_sq = np.einsum("kd,kd->k", c, c)
-        A = _sq_dist(c, mu, c_sq, mu_sq)  # ||c - mu_j||^2
-        B = e @ mu.T
-        np.subtract(np.einsum("id,id->i", e, c)[:, None], B, out=B)  # eps . (c - mu_j), in place
-        # ||mu_k - mu_j||^2 (trace identity): on a plain draw c = mu_k, so T = A (whose entry k is exactly 0:
-        # the refinement recomputes it directly); a GEMM only for the midpoint draws' rows.
-        T = A.copy()
-        mid = np.flatnonzero(branch[sl])
-        if mid.size:
-            T[mid] = _sq_dist(mu[kk[mid]], mu, mu_sq[kk[mid]], mu_sq)
-        T[np.arange(kk.size), kk] = 0.0
+        h_blk, m_blk = h_all[:, sl], m_all[:, sl]
         # proposal terms of the incident pairs: e1 = ||c - m_p||^2 - ||c - mu_k||^2, e2 = eps.(mu_k - m_p)
         slots = inc[kk]  # (R, maxdeg)
         e1 = np.zeros(slots.shape)
@@ -588,11 +815,6 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
         with np.errstate(divide="ignore"):
             lr = np.where(valid, np.log(rho[np.maximum(slots, 0)] if P else np.ones(slots.shape))
                           - math.log(2.0) - log_w[kk][:, None], -np.inf)
-        h_blk = np.empty((L, kk.size))
-        m_blk = np.empty((L, kk.size))
-        t0 = lap("gemm", t0)
-        level_values(A, B, T, log_w, lam, h_blk, m_blk)
-        lap("levels", t0)
         for t in range(L):
             h_val, m_val = h_blk[t], m_blk[t]
             if P:
@@ -609,6 +831,7 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
             ent[t, sl] = omega * h_val
             mmse[t, sl] = omega * m_val
             weights[t, sl] = omega
+        lap("gemm", t0)
     # Control variate: E_q[omega] = 1 exactly, so v_i = omega_i f_i - c (omega_i - 1) has the same mean;
     # c = Cov(omega f, omega) / Var(omega) per level (the regression estimator; its O(1/n) bias is far
     # below the standard error).  At low SNR, where f is nearly constant and omega is not, this removes

@@ -65,7 +65,7 @@ def hash_multipliers(dim: int) -> np.ndarray:
     return np.random.default_rng(_HASH_SEED).integers(1, 2**62, size=dim, dtype=np.uint64) | np.uint64(1)
 
 
-def _split_rows(K: int, kernel, *args):
+def split_rows(K: int, kernel, *args):
     """Run ``kernel(part, row_lo, row_hi, *args)`` on ``parts`` row ranges, on the kept worker threads.
 
     The worker threads of :func:`noisealloc.theory._threads.run_workers`, not numba's ``parallel``:
@@ -131,7 +131,7 @@ def scan_atoms(atoms: np.ndarray) -> AtomScan:
     if HAVE_NUMBA:
         part_max = np.empty((_CHUNKS, D))
         part_min = np.empty((_CHUNKS, D))
-        parts = _split_rows(K, _scan_rows, atoms, atoms.view(np.uint64), mult, row_hash, part_max, part_min)
+        parts = split_rows(K, _scan_rows, atoms, atoms.view(np.uint64), mult, row_hash, part_max, part_min)
         return AtomScan(row_hash, part_max[:parts].max(axis=0), part_min[:parts].min(axis=0))
     buf = np.empty((min(K, _NUMPY_ROWS), D))
     for s in range(0, K, _NUMPY_ROWS):
@@ -155,12 +155,13 @@ def _weighted_sum_rows(part, lo, hi, atoms, w, out):
 
 
 def weighted_mean(atoms: np.ndarray, w: np.ndarray) -> np.ndarray:
-    r""":math:`\bar\mu = \sum_k w_k \mu_k` (D,): partial sums over row ranges, added at the end (compiled), else ``w @ atoms``."""
+    r""":math:`\bar\mu = \sum_k w_k \mu_k` (D,): partial sums over row ranges, added at the end (compiled),
+    else ``w @ atoms``."""
     if not HAVE_NUMBA:
         return w @ atoms
     atoms = np.ascontiguousarray(atoms, dtype=np.float64)
     part = np.empty((_CHUNKS, atoms.shape[1]))
-    parts = _split_rows(atoms.shape[0], _weighted_sum_rows, atoms, np.ascontiguousarray(w, dtype=np.float64), part)
+    parts = split_rows(atoms.shape[0], _weighted_sum_rows, atoms, np.ascontiguousarray(w, dtype=np.float64), part)
     return part[:parts].sum(axis=0)
 
 
@@ -176,11 +177,12 @@ def _centred_sq_norm_rows(part, lo, hi, atoms, centre, out):
 
 
 def centred_sq_norms(atoms: np.ndarray, centre: np.ndarray) -> np.ndarray:
-    r""":math:`\|\mu_k - \bar\mu\|^2` per row, each summed directly (no cancellation); numpy in row blocks without numba."""
+    r""":math:`\|\mu_k - \bar\mu\|^2` per row, each summed directly (no cancellation); numpy in row blocks
+    without numba."""
     K = atoms.shape[0]
     out = np.empty(K)
     if HAVE_NUMBA:
-        _split_rows(K, _centred_sq_norm_rows, np.ascontiguousarray(atoms, dtype=np.float64),
+        split_rows(K, _centred_sq_norm_rows, np.ascontiguousarray(atoms, dtype=np.float64),
                     np.ascontiguousarray(centre, dtype=np.float64), out)
         return out
     for s in range(0, K, _NUMPY_ROWS):
@@ -203,5 +205,5 @@ def project(points: np.ndarray, g: np.ndarray) -> np.ndarray:
 
     out = np.empty((points.shape[0], g.shape[1]))
     with single_blas_thread():
-        _split_rows(points.shape[0], _project_rows, points, np.ascontiguousarray(g, dtype=np.float64), out)
+        split_rows(points.shape[0], _project_rows, points, np.ascontiguousarray(g, dtype=np.float64), out)
     return out

@@ -412,7 +412,8 @@ class DiracMixture:
     @cached_property
     def _centred_sq_norms(self) -> np.ndarray:
         r""":math:`\|\mu_k - \bar\mu\|^2` per atom (one parallel pass over the atoms,
-        :func:`noisealloc.theory._scan.centred_sq_norms`), shared by :attr:`total_variance` and :attr:`_low_snr_level`."""
+        :func:`noisealloc.theory._scan.centred_sq_norms`), shared by :attr:`total_variance` and
+        :attr:`_low_snr_level`."""
         from noisealloc.theory._scan import centred_sq_norms
 
         return centred_sq_norms(self.atoms, self._centre)
