@@ -162,3 +162,26 @@ def test_constant_coordinates_keep_the_sampler_unbiased():
     for q, e in enumerate((est.mmse, est.conditional_entropy)):
         z = (e.value - ref[:, q, 0]) / np.hypot(e.stderr, ref[:, q, 1])
         assert np.all(np.abs(z) <= 4.0), z
+
+
+def test_proposal_terms_compiled_equal_numpy(monkeypatch):
+    # The compiled direct sums against the gathered numpy form, on digits' pairs; e1 is a difference of
+    # two squared distances, so the tolerance is absolute, in units of their size.
+    m = load_data("digits")
+    mu = m.atoms - m.weights @ m.atoms
+    pairs, _ = imp.neighbour_pairs(mu, 4)
+    rng = np.random.default_rng(6)
+    kk = rng.integers(0, mu.shape[0], 200)
+    other = rng.integers(0, mu.shape[0], 200)
+    cen = mu[kk].copy()
+    cen[::3] = 0.5 * (mu[kk[::3]] + mu[other[::3]])
+    eps = rng.standard_normal(cen.shape)
+    slots = rng.integers(-1, pairs.shape[0], (200, 7))
+    ck2 = np.einsum("id,id->i", cen - mu[kk], cen - mu[kk])
+    got = imp.proposal_terms(cen, eps, mu, kk, slots, pairs, ck2)
+    monkeypatch.setattr("noisealloc.theory._numba.HAVE_NUMBA", False)
+    ref = imp.proposal_terms(cen, eps, mu, kk, slots, pairs, ck2)
+    scale = 64 * np.finfo(float).eps * (np.abs(mu).max() ** 2 * mu.shape[1])
+    np.testing.assert_allclose(got[0], ref[0], rtol=0, atol=scale)
+    np.testing.assert_allclose(got[1], ref[1], rtol=0, atol=scale)
+    assert np.all(got[0][slots < 0] == 0) and np.all(got[1][slots < 0] == 0)

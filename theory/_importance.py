@@ -406,6 +406,75 @@ def pair_weights(mu, w, pairs, lam, floor: float = PAIR_FLOOR, *, d2=None) -> np
     return rho / rho.sum()
 
 
+@jit(nogil=True)
+def _proposal_rows(part, lo, hi, cen, eps, mu, kk, slots, pairs, ck2, e1, e2):
+    D = mu.shape[1]
+    for i in range(lo, hi):
+        k = kk[i]
+        for j in range(slots.shape[1]):
+            p = slots[i, j]
+            if p < 0:
+                e1[i, j] = 0.0
+                e2[i, j] = 0.0
+                continue
+            a = pairs[p, 0]
+            b = pairs[p, 1]
+            s1 = 0.0
+            s2 = 0.0
+            for d in range(D):
+                m = 0.5 * (mu[a, d] + mu[b, d])
+                v = cen[i, d] - m
+                s1 += v * v
+                s2 += eps[i, d] * (mu[k, d] - m)
+            e1[i, j] = s1 - ck2[i]
+            e2[i, j] = s2
+
+
+def proposal_terms(cen, eps, mu, kk, slots, pairs, ck2):
+    r"""The proposal's exponents per sample and incident pair: :math:`e_1 = \|c - m_p\|^2 - \|c - \mu_k\|^2`
+    and :math:`e_2 = \varepsilon\cdot(\mu_k - m_p)` (``slots[i, j] = p``, ``-1``: none; then 0), so that
+    :math:`\|x - m_p\|^2 - \|x - \mu_k\|^2 = e_1 + 2\sigma e_2` at :math:`x = c + \sigma\varepsilon`.
+
+    Direct sums without gathered (n, D) midpoint arrays (compiled, on the worker threads), or numpy.
+
+    Parameters
+    ----------
+    cen, eps : ndarray, shape (n, D)
+        Centres and noises (centred atoms' coordinates).
+    mu : ndarray, shape (K, D)
+    kk : ndarray of int, shape (n,)
+        Sampled atoms.
+    slots : ndarray of int, shape (n, M)
+        Pair indices, ``-1`` padded.
+    pairs : ndarray of int, shape (P, 2)
+    ck2 : ndarray, shape (n,)
+        :math:`\|c - \mu_k\|^2`.
+
+    Returns
+    -------
+    e1, e2 : ndarray, shape (n, M)
+    """
+    from noisealloc.theory._numba import HAVE_NUMBA
+
+    e1 = np.zeros(slots.shape)
+    e2 = np.zeros(slots.shape)
+    if HAVE_NUMBA:
+        from noisealloc.theory._scan import split_rows
+
+        split_rows(kk.size, _proposal_rows, cen, eps, mu, kk, slots, pairs, ck2, e1, e2)
+        return e1, e2
+    valid = slots >= 0
+    for j in range(slots.shape[1]):
+        ok = valid[:, j]
+        if not np.any(ok):
+            continue
+        mp = _midpoints(mu, pairs, slots[ok, j])
+        cm = cen[ok] - mp
+        e1[ok, j] = np.einsum("id,id->i", cm, cm) - ck2[ok]
+        e2[ok, j] = np.einsum("id,id->i", eps[ok], mu[kk[ok]] - mp)
+    return e1, e2
+
+
 def _midpoints(mu, pairs, which):
     """Midpoints (mu_a + mu_b) / 2 of the pairs ``pairs[which]``."""
     return 0.5 * (mu[pairs[which, 0]] + mu[pairs[which, 1]])
@@ -787,31 +856,23 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     mid = np.flatnonzero(branch)
     refine = _REFINE * (mu.shape[1] + 2)
     ck = centre - mu[k]
+    ck2 = np.einsum("id,id->i", ck, ck)
     near = near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", centre, centre),
-                           np.einsum("id,id->i", ck, ck), float(mu_sq.max()), float(np.exp(lam.max())) / 2.0,
+                           ck2, float(mu_sq.max()), float(np.exp(lam.max())) / 2.0,
                            mu.shape[1], float(log_w.max() - log_w.min()))
     values = _values_numba if use_numba else _values_numpy
     h_all, m_all = values(centre, eps, k, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock)
+    t0 = (time.perf_counter(), time.process_time())
+    slots_all = inc[k]  # (n, maxdeg): each sample's atom's incident pairs, -1 padded
+    e1_all, e2_all = proposal_terms(centre, eps, mu, k, slots_all, pairs, ck2)
+    lap("gemm", t0)
     for s in range(0, n, rows):
         t0 = (time.perf_counter(), time.process_time())
         sl = slice(s, min(n, s + rows))
-        c, e, kk = centre[sl], eps[sl], k[sl]
+        kk = k[sl]
         h_blk, m_blk = h_all[:, sl], m_all[:, sl]
-        # proposal terms of the incident pairs: e1 = ||c - m_p||^2 - ||c - mu_k||^2, e2 = eps.(mu_k - m_p)
-        slots = inc[kk]  # (R, maxdeg)
-        e1 = np.zeros(slots.shape)
-        e2 = np.zeros(slots.shape)
+        slots, e1, e2 = slots_all[sl], e1_all[sl], e2_all[sl]
         valid = slots >= 0
-        ck = c - mu[kk]
-        ck2 = np.einsum("id,id->i", ck, ck)
-        for j in range(slots.shape[1]):
-            ok = valid[:, j]
-            if not np.any(ok):
-                continue
-            mp = _midpoints(mu, pairs, slots[ok, j])
-            cm = c[ok] - mp
-            e1[ok, j] = np.einsum("id,id->i", cm, cm) - ck2[ok]
-            e2[ok, j] = np.einsum("id,id->i", e[ok], mu[kk[ok]] - mp)
         with np.errstate(divide="ignore"):
             lr = np.where(valid, np.log(rho[np.maximum(slots, 0)] if P else np.ones(slots.shape))
                           - math.log(2.0) - log_w[kk][:, None], -np.inf)
