@@ -301,21 +301,12 @@ def test_engine_runs_in_a_forked_child(importance):
     (as process pools do) inherits the pool but not its threads, and must make its own instead of
     waiting forever for threads that do not exist.  No engine uses numba's ``parallel`` either: its
     OpenMP layer aborts a child forked after the parent used it."""
-    import multiprocessing as mp
+    from forking import run_in_forked_child
 
     mu = np.random.default_rng(0).normal(size=(700, 20))
     opts = {"importance": True} if importance else {"block_size": 100}
     parent = information_samples(mu, None, [0.0, 1.0], n_samples=64, rng=0, **opts)
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_forked_profile, args=(queue, mu, importance))
-    child.start()
-    child.join(60)
-    if child.exitcode is None:
-        child.kill()
-        child.join()
-    assert child.exitcode == 0, "the forked child hung or failed"
-    assert np.array_equal(np.array(queue.get(timeout=5)), parent.mmse)
+    assert np.array_equal(np.array(run_in_forked_child(_forked_profile, mu, importance)), parent.mmse)
 
 
 def test_pure_python_fallback_matches(tmp_path):

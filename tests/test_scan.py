@@ -88,19 +88,10 @@ def _forked_model(queue, atoms):
 def test_model_statistics_in_a_forked_child():
     """A process that has built a large model forks (process pools do) and the child builds one too:
     numba's OpenMP layer would abort the child; the kept worker threads are remade there."""
-    import multiprocessing as mp
+    from forking import run_in_forked_child
 
     from noisealloc.theory.dirac import DiracMixture
 
     atoms = np.random.default_rng(5).normal(size=(3000, 30))
     parent = DiracMixture(atoms)
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_forked_model, args=(queue, atoms))
-    child.start()
-    child.join(60)
-    if child.exitcode is None:
-        child.kill()
-        child.join()
-    assert child.exitcode == 0, "the forked child hung or failed"
-    assert queue.get(timeout=5) == [parent.total_variance, parent.n_atoms]
+    assert run_in_forked_child(_forked_model, atoms) == [parent.total_variance, parent.n_atoms]

@@ -645,7 +645,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
     """
     import threading
 
-    from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
+    from noisealloc.theory._threads import kernel_threads, run_stage_workers
 
     n = kk.size
     K = mu.shape[0]
@@ -708,16 +708,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
             times += (t1 - t0, t2 - t1, c1 - c0, c2 - c1)
         return times
 
-    def abort():
-        halt.set()
-        barrier.abort()
-
-    if threads == 1:
-        times = [work(0)]
-    else:
-        with single_blas_thread():
-            times = run_workers(threads, work, abort)
-    tot = np.sum(times, axis=0)
+    tot = np.sum(run_stage_workers(threads, work, halt, barrier), axis=0)
     clock["gemm"][0] += tot[0] / threads
     clock["levels"][0] += tot[1] / threads
     clock["gemm"][1] += tot[2]

@@ -7,7 +7,7 @@ import os
 import threading as _threading
 from contextlib import contextmanager
 
-__all__ = ["single_blas_thread", "kernel_threads", "run_workers"]
+__all__ = ["single_blas_thread", "kernel_threads", "run_workers", "run_stage_workers"]
 
 _POOLS: dict = {}
 _POOL_LOCK = _threading.Lock()
@@ -160,6 +160,39 @@ def run_workers(threads: int, work, abort) -> list:
             wait(futures)
             raise failed[0].exception()
         return [f.result() for f in futures]
+
+
+def run_stage_workers(threads: int, work, halt, barrier) -> list:
+    """``[work(0), ..., work(threads - 1)]`` for workers that meet at ``barrier`` between stages.
+
+    Several workers run on the kept pool (:func:`run_workers`) with the BLAS limited to one thread
+    (each worker's GEMMs are single-threaded: :func:`single_blas_thread`); one runs in the calling
+    thread.  When a worker fails or the caller is interrupted, ``halt`` (a ``threading.Event`` the
+    workers poll between tasks) is set and ``barrier`` aborted, so that no worker waits forever.
+
+    Parameters
+    ----------
+    threads : int
+        Workers, ``>= 1``.
+    work : callable
+        ``work(w)`` for worker ``w``.
+    halt : threading.Event
+    barrier : threading.Barrier
+        Of ``threads`` parties.
+
+    Returns
+    -------
+    list
+        The workers' results, in order.
+    """
+    def abort():
+        halt.set()
+        barrier.abort()
+
+    if threads == 1:
+        return [work(0)]
+    with single_blas_thread():
+        return run_workers(threads, work, abort)
 
 
 def _worker_pool(threads: int):

@@ -55,7 +55,7 @@ import numpy as np
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory._limits import live_coordinates, refuse_complex
-from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
+from noisealloc.theory._threads import kernel_threads, run_stage_workers, single_blas_thread
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -578,17 +578,8 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
                 bar.update(nb)
         return times
 
-    def abort():
-        # A failed worker or an interrupt: the others stop at their next level-pass chunk or barrier.
-        halt.set()
-        barrier.abort()
-
-    if threads == 1:
-        times = [work(0)]
-    else:
-        with single_blas_thread():
-            times = run_workers(threads, work, abort)
-    tot = np.sum(times, axis=0)
+    # A failed worker or an interrupt: the others stop at their next level-pass chunk or barrier.
+    tot = np.sum(run_stage_workers(threads, work, halt, barrier), axis=0)
     return tot[0] / threads, tot[1] / threads, tot[2], tot[3]
 
 
