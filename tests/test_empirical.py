@@ -674,3 +674,27 @@ def test_posterior_weights_blocked_extreme_levels():
     np.testing.assert_allclose(den, np.broadcast_to(w @ mu, den.shape), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(H, -(w * np.log(w)).sum(), rtol=1e-12)
     np.testing.assert_allclose(logz, 0.0, atol=1e-12)  # log sum_j pi_j e^{-tiny} = 0
+
+
+@pytest.mark.parametrize("importance", [False, True])
+def test_centre_and_live_hints(importance):
+    """A model's cached centre and live coordinates (information_samples' hints) change nothing but
+    rounding: any nearby centre and any superset of the live coordinates give the same values; wrong
+    shapes and orders are refused with the argument named."""
+    rng = np.random.default_rng(12)
+    mu = rng.normal(size=(300, 6))
+    mu[:, 2] = 0.75  # a dead coordinate
+    w = rng.dirichlet(np.ones(300))
+    lam = [-2.0, 1.0, 4.0]
+    base = information_samples(mu, w, lam, n_samples=64, rng=3, importance=importance)
+    hinted = information_samples(mu, w, lam, n_samples=64, rng=3, importance=importance,
+                                 centre=w @ mu + 1e-3, live=np.arange(6))
+    for a, b in ((hinted.mmse, base.mmse), (hinted.entropy, base.entropy)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    for bad, msg in (({"centre": np.zeros(5)}, "centre must have shape"),
+                     ({"centre": np.full(6, np.nan)}, "centre"),
+                     ({"live": np.array([3, 1])}, "live must be"),
+                     ({"live": np.array([0, 6])}, "live must be"),
+                     ({"live": np.array([0.0, 1.0])}, "live must be")):
+        with pytest.raises(ValueError, match=msg):
+            information_samples(mu, w, lam, n_samples=8, rng=3, importance=importance, **bad)
