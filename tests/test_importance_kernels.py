@@ -124,7 +124,7 @@ def test_per_sample_values_match_a_high_precision_reference(kernel):
     mu_sq = np.einsum("kd,kd->k", mu_c, mu_c)
     ck = cen - mu_c[kk]
     near = imp.near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", cen, cen),
-                               np.einsum("id,id->i", ck, ck), mu_sq.max(), np.exp(lam.max()) / 2, 12,
+                               np.einsum("id,id->i", ck, ck), np.exp(lam.max()) / 2, 12,
                                float(np.log(w.max() / w.min())))
     clock = {"gemm": [0.0, 0.0], "levels": [0.0, 0.0]}
     values = imp._values_numba if kernel == "numba" else imp._values_numpy

@@ -401,7 +401,7 @@ def _row_levels(c, A, B, W, n, ref, a_lev, b_lev, order, m_st, z_st, t_st, u_st,
 
 
 @jit
-def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, near, atoms, k_global, eps, start,
               c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc):
     """Sample row ``i`` of ``G`` (``n`` sample rows): distances, then every level."""
     kb = G.shape[1]
@@ -417,8 +417,9 @@ def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
         Brow[uj] = eki - G[un + ui, uj]
         crow[uj] = c[uj]
     kg = k_global[i]
+    near_i = near[i]
     for j in range(kb):
-        if Arow[j] < refine_factor * (nki + nrm[j]):
+        if Arow[j] < refine_factor * (nki + nrm[j]) or Arow[j] < near_i:
             aa = 0.0
             bb = 0.0
             for d in range(dim):
@@ -435,7 +436,7 @@ def _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps
 
 
 @jit(nogil=True)
-def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor, near, atoms, k_global, eps, start,
                          c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st):
     """Compiled kernel working from the GEMM output directly (no distance matrices in memory), on one
     thread and without the GIL, for the sample rows ``row_lo .. row_hi - 1``.
@@ -444,8 +445,10 @@ def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor,
     (centred atoms).  Several threads may run it at once on disjoint row ranges; a row's arithmetic
     does not depend on the other rows.  Per row: ``A_ij = nk_i + nrm_j - 2 G_ij`` (clamped at 0),
     ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
-    (near-duplicates, where the expansion loses its relative accuracy) are recomputed from the
-    original ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.  Then
+    (near-duplicates, where the expansion loses its relative accuracy) or ``A_ij < near[i]`` (atoms
+    that can carry weight at the highest level, where the level magnifies the expansion's absolute
+    error: :func:`noisealloc.theory._importance.near_thresholds`) are recomputed from the original
+    ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.  Then
     :func:`_row_levels` with levels in the order ``order`` (``a_lev[order]`` ascending,
     ``b_lev = sqrt(2 a_lev)``) and ``ref[i]`` = the log-weight of row ``i``'s sampled atom.
     """
@@ -457,7 +460,7 @@ def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor,
     buf = np.empty(3 * _CH)
     acc = np.empty(3 * _W)
     for i in range(row_lo, row_hi):
-        _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, atoms, k_global, eps, start,
+        _gram_row(G, i, n, nk, nrm, ek, k_local, refine_factor, near, atoms, k_global, eps, start,
                   c, a_lev, b_lev, order, ref, m_st, z_st, t_st, u_st, Arow, Brow, crow, buf, acc)
 
 

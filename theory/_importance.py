@@ -484,7 +484,7 @@ def _midpoints(mu, pairs, which):
 _LOGIT_TOL = 1e-13
 
 
-def near_thresholds(eps_sq, c_sq, ck_sq, mu_sq_max, a_max, dim, log_weight_ratio):
+def near_thresholds(eps_sq, c_sq, ck_sq, a_max, dim, log_weight_ratio, eps_gemm=float(np.finfo(np.float64).eps)):
     r"""Per row, the distance :math:`A_j = \|c - \mu_j\|^2` below which an atom can carry weight at the
     highest level, where its GEMM-form distances must be replaced by direct sums (0: none needed).
 
@@ -496,21 +496,23 @@ def near_thresholds(eps_sq, c_sq, ck_sq, mu_sq_max, a_max, dim, log_weight_ratio
     |\varepsilon|\sqrt{2\tau}` relative to the sampled atom's (:math:`B_j - B_k \le |\varepsilon|
     \sqrt{A_j - A_k}` up to the midpoint offset), which is below :math:`-750` (weight under the float64
     subnormals) once :math:`\sqrt\tau \ge (\sqrt2|\varepsilon| + \sqrt{2|\varepsilon|^2 + 4(750 +
-    \log(\pi_{\max}/\pi_{\min}))})/2`.  So rows whose logit error
-    :math:`a_{\max}(D + 2)\varepsilon(\|c\|^2 + \max_j\|\mu_j\|^2)` exceeds :data:`_LOGIT_TOL` get the
-    threshold :math:`A_k + \tau / a_{\max}` (:math:`A_k = \|c - \mu_k\|^2`, 0 on a plain draw).
+    \log(\pi_{\max}/\pi_{\min}))})/2`.  The threshold is :math:`A_k + \tau / a_{\max}`
+    (:math:`A_k = \|c - \mu_k\|^2`, 0 on a plain draw); the atoms below it have
+    :math:`\|\mu_j\| \le \|c\| + \sqrt{A_j}`, so rows where even their logit error
+    :math:`a_{\max}(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` stays below :data:`_LOGIT_TOL` get 0.
 
     Parameters
     ----------
     eps_sq, c_sq, ck_sq : ndarray, shape (n,)
         :math:`|\varepsilon|^2`, :math:`\|c\|^2`, :math:`\|c - \mu_k\|^2` per row.
-    mu_sq_max : float
     a_max : float
         :math:`e^{\lambda_{\max}}/2`.
     dim : int
         Coordinates of the GEMMs.
     log_weight_ratio : float
         :math:`\log(\pi_{\max}/\pi_{\min})`.
+    eps_gemm : float
+        Unit roundoff of the GEMMs (:math:`\varepsilon`; float32 GEMMs: its own).
 
     Returns
     -------
@@ -518,8 +520,10 @@ def near_thresholds(eps_sq, c_sq, ck_sq, mu_sq_max, a_max, dim, log_weight_ratio
     """
     eps_n = np.sqrt(eps_sq)
     root = 0.5 * (math.sqrt(2.0) * eps_n + np.sqrt(2.0 * eps_sq + 4.0 * (750.0 + log_weight_ratio)))
-    needed = a_max * (dim + 2) * np.finfo(np.float64).eps * (c_sq + mu_sq_max) > _LOGIT_TOL
-    return np.where(needed, ck_sq + root * root / a_max, 0.0)
+    thr = ck_sq + root * root / a_max
+    reach = (np.sqrt(c_sq) + np.sqrt(thr)) ** 2  # largest ||mu_j||^2 below the threshold
+    needed = a_max * (dim + 2) * eps_gemm * (c_sq + reach) > _LOGIT_TOL
+    return np.where(needed, thr, 0.0)
 
 
 def _level_values_numpy(A, B, T, log_w, lam, h_out, m_out):
@@ -848,9 +852,8 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     refine = _REFINE * (mu.shape[1] + 2)
     ck = centre - mu[k]
     ck2 = np.einsum("id,id->i", ck, ck)
-    near = near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", centre, centre),
-                           ck2, float(mu_sq.max()), float(np.exp(lam.max())) / 2.0,
-                           mu.shape[1], float(log_w.max() - log_w.min()))
+    near = near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", centre, centre), ck2,
+                           float(np.exp(lam.max())) / 2.0, mu.shape[1], float(log_w.max() - log_w.min()))
     values = _values_numba if use_numba else _values_numpy
     h_all, m_all = values(centre, eps, k, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock)
     t0 = (time.perf_counter(), time.process_time())

@@ -499,7 +499,7 @@ _PASS_ROWS = 16
 
 
 def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w, a_lev, b_lev, order, ref,
-                  states, bs, dtype, refine, threads, bar):
+                  states, bs, dtype, refine, near, threads, bar):
     """The blocked engine's GEMMs and level passes with the compiled kernels, on ``threads`` worker threads.
 
     For every block of atoms in turn, the workers (i) centre a share of its atoms into one of two
@@ -570,7 +570,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
                 if lo >= n:
                     break
                 kern.level_pass_gram_rows(g, lo, min(n, lo + _PASS_ROWS), nk, nrm_cb[b % 2, :nb], ek, k_local, refine,
-                                          mu_all, k, eps, start, c_blk[start:stop], a_lev, b_lev, order, ref,
+                                          near, mu_all, k, eps, start, c_blk[start:stop], a_lev, b_lev, order, ref,
                                           m_st, z_st, t_st, u_st)
             c2, t2 = time.thread_time(), time.perf_counter()
             times += (t1 - t0, t2 - t1, c1 - c0, c2 - c1)
@@ -584,7 +584,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
 
 
 def _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w, a_lev, b_lev, states, bs,
-                  dtype, refine, bar):
+                  dtype, refine, near, bar):
     """The blocked engine with the pure-numpy reference kernel (one thread; the BLAS's own threads).
 
     Returns
@@ -616,8 +616,8 @@ def _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
         A = nk[:, None] + nrm_b[None, :] - 2.0 * g[:n]
         np.maximum(A, 0.0, out=A)
         B = ek[:, None] - g[n:]
-        # Near-duplicate atoms: recompute the small squared distances directly.
-        ri, ci = np.nonzero(A < refine * (nk[:, None] + nrm_b[None, :]))
+        # Near-duplicate atoms, and those that can carry weight at the top level: direct sums.
+        ri, ci = np.nonzero((A < refine * (nk[:, None] + nrm_b[None, :])) | (A < near[:, None]))
         if ri.size:
             # Original coordinates: the centring itself rounds at the scale eps * |centre|.
             diff = mu_all[k[ri]] - mu_all[start + ci]
@@ -759,6 +759,11 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
     eps_gemm = _EPS32 if float32_distances else _EPS
     refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
     log_w = np.log(w)
+    from noisealloc.theory._importance import near_thresholds
+
+    # Atoms that can carry weight at the top level, where it magnifies the GEMM form's absolute error.
+    near = near_thresholds(np.einsum("ij,ij->i", eps_live, eps_live), nk, np.zeros(n),
+                           float(np.exp(lam_arr.max())) / 2.0, live.size, float(log_w.max() - log_w.min()), eps_gemm)
     a_lev = np.exp(lam_arr) / 2.0
     b_lev = np.exp(lam_arr / 2.0)
     L = lam_arr.size
@@ -776,10 +781,10 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
         if use_numba:
             threads = min(threads, n)
             timings = _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
-                                    b_lev, order, ref, states, bs, dtype, refine, threads, bar)
+                                    b_lev, order, ref, states, bs, dtype, refine, near, threads, bar)
         else:
             timings = _numpy_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, draws.eps, log_w, a_lev,
-                                    b_lev, states, bs, dtype, refine, bar)
+                                    b_lev, states, bs, dtype, refine, near, bar)
     finally:
         if bar is not None:
             bar.close()
