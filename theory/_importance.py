@@ -273,11 +273,11 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
        :math:`\ell_{ij} - e_{ij} \le U_i` gets its exact distance.
 
     On MNIST (K = 10,000, D = 668 varying pixels) the screen is a rank-192 float32 half-Gram,
-    under a third of the full-dimension one, and the exact check takes about 9 distances per atom
-    (no atom needs the full row of bounds); the search takes about half the time of the
-    full-dimension screen.  The proposal of :func:`importance_samples` is valid for any pairs (its weights are the
-    density ratio of the pairs actually used); exactness keeps the pairs those of the plain
-    nearest-neighbour definition.
+    under a third of the full-dimension one, and the exact check takes about 10 distances per atom
+    (a few atoms need their full row of bounds); the search takes about half the time of the
+    full-dimension screen.  The proposal of :func:`importance_samples` is valid for any pairs (its
+    weights are the density ratio of the pairs actually used); exactness keeps the pairs those of
+    the plain nearest-neighbour definition.
 
     Parameters
     ----------
@@ -306,8 +306,8 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
     if nn < 1:
         return np.zeros((0, 2), dtype=np.int64), np.zeros(0)
     M = min(max(int(screen), nn), K - 1)
-    # Scaled by powers of two (exact) to |coordinates| <= 1: no float32 overflow, and underflow only
-    # below 2**-126 of the largest coordinate (the bound's absolute term).
+    if int(rank) < 1 or int(screen) < 1:
+        raise ValueError(f"rank and screen must be >= 1; got rank={rank!r}, screen={screen!r}")
     big = float(np.max(np.abs(mu)))
     # Working units: the atoms times 2**-shift (exact), rescaled only far from 1 (squares would over- or
     # underflow); screen units: times 2**-(shift + y_shift), to |y| <= 1 (no float32 overflow, underflow

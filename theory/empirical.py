@@ -718,7 +718,9 @@ def _check_hints(centre, live, dim: int):
         live = np.asarray(live)
         if (live.ndim != 1 or live.size == 0 or live.dtype.kind not in "iu" or live[0] < 0 or live[-1] >= dim
                 or np.any(np.diff(live) <= 0)):
-            raise ValueError(f"live must be non-empty increasing coordinate indices in [0, {dim}); got {live!r}")
+            shown = np.array2string(live, threshold=8, edgeitems=3)
+            raise ValueError(f"live must be non-empty increasing coordinate indices in [0, {dim}); got {shown} "
+                             f"(dtype {live.dtype})")
         live = live.astype(np.int64, copy=False)
     return centre, live
 
