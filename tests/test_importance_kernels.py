@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from noisealloc.theory import _importance as imp
+from noisealloc.theory import _empirical_kernels as kern, _importance as imp
 from noisealloc.theory.datasets import load_data
 
 
@@ -123,7 +123,7 @@ def test_per_sample_values_match_a_high_precision_reference(kernel):
     lam = np.array([-4.0, 6.0, 11.0, 14.0])
     mu_sq = np.einsum("kd,kd->k", mu_c, mu_c)
     ck = cen - mu_c[kk]
-    near = imp.near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", cen, cen),
+    near = kern.near_thresholds(np.einsum("id,id->i", eps, eps), np.einsum("id,id->i", cen, cen),
                                np.einsum("id,id->i", ck, ck), np.exp(lam.max()) / 2, 12,
                                float(np.log(w.max() / w.min())))
     clock = {"gemm": [0.0, 0.0], "levels": [0.0, 0.0]}

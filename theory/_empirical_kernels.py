@@ -47,7 +47,7 @@ import numpy as np
 from noisealloc.theory._numba import jit
 
 __all__ = ["EXP_CUTOFF", "EXP_UNDERFLOW", "level_pass_gram_rows", "level_pass_numpy", "exp_nonpositive",
-           "gather_centred_norms"]
+           "gather_centred_norms", "near_thresholds", "values_from_states"]
 
 #: Below this, exp(s) is subnormal (exp(-708) ~ 3.3e-308 is near the smallest normal number): the
 #: kernel's exp then agrees with ``np.exp`` to the subnormal spacing 2**-1074, not to relative precision.
@@ -447,7 +447,7 @@ def level_pass_gram_rows(G, row_lo, row_hi, nk, nrm, ek, k_local, refine_factor,
     ``B_ij = ek_i - G_{n+i, j}``; entries with ``A_ij < refine_factor (nk_i + nrm_j)``
     (near-duplicates, where the expansion loses its relative accuracy) or ``A_ij < near[i]`` (atoms
     that can carry weight at the highest level, where the level magnifies the expansion's absolute
-    error: :func:`noisealloc.theory._importance.near_thresholds`) are recomputed from the original
+    error: :func:`near_thresholds`) are recomputed from the original
     ``atoms`` (K, D); the true atom (``k_local[i]`` in ``[0, Kb)``) gets exactly 0.  Then
     :func:`_row_levels` with levels in the order ``order`` (``a_lev[order]`` ascending,
     ``b_lev = sqrt(2 a_lev)``) and ``ref[i]`` = the log-weight of row ``i``'s sampled atom.
@@ -476,6 +476,58 @@ def gather_centred_norms(src, cols, centre, out, nrm):
             out[i, q] = v
             acc += v * v
         nrm[i] = acc
+
+
+#: Logit error below which the GEMM form of the distances is left as it is at every level.
+_LOGIT_TOL = 1e-13
+
+
+def near_thresholds(eps_sq, c_sq, ck_sq, a_max, dim, log_weight_ratio, eps_gemm=float(np.finfo(np.float64).eps)):
+    r"""Per row, the distance :math:`A_j = \|c - \mu_j\|^2` below which an atom can carry weight at the
+    highest level, where its GEMM-form distances must be replaced by direct sums (0: none needed).
+
+    The GEMM form :math:`\|c\|^2 + \|\mu_j\|^2 - 2\,c\cdot\mu_j` errs by about
+    :math:`(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` in absolute terms, which the level
+    multiplies by :math:`a = e^\lambda/2` in the logit: near-duplicate atoms at high SNR, whose weights
+    hang on tiny distances, would get weights wrong far beyond rounding.  An atom with
+    :math:`a (A_j - A_k) = \tau` has logit at most :math:`\log(\pi_{\max}/\pi_{\min}) - \tau +
+    |\varepsilon|\sqrt{2\tau}` relative to the sampled atom's (:math:`B_j - B_k \le |\varepsilon|
+    \sqrt{A_j - A_k}` up to the midpoint offset), which is below :math:`-750` (weight under the float64
+    subnormals) once :math:`\sqrt\tau \ge (\sqrt2|\varepsilon| + \sqrt{2|\varepsilon|^2 + 4(750 +
+    \log(\pi_{\max}/\pi_{\min}))})/2`.  The threshold is :math:`A_k + \tau / a_{\max}`
+    (:math:`A_k = \|c - \mu_k\|^2`, 0 on a plain draw); the atoms below it have
+    :math:`\|\mu_j\| \le \|c\| + \sqrt{A_j}`, so rows where even their logit error
+    :math:`a_{\max}(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` stays below :data:`_LOGIT_TOL` get 0.
+
+    Parameters
+    ----------
+    eps_sq, c_sq, ck_sq : ndarray, shape (n,)
+        :math:`|\varepsilon|^2`, :math:`\|c\|^2`, :math:`\|c - \mu_k\|^2` per row.
+    a_max : float
+        :math:`e^{\lambda_{\max}}/2`.
+    dim : int
+        Coordinates of the GEMMs.
+    log_weight_ratio : float
+        :math:`\log(\pi_{\max}/\pi_{\min})`.
+    eps_gemm : float
+        Unit roundoff of the GEMMs (:math:`\varepsilon`; float32 GEMMs: its own).
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
+    eps_n = np.sqrt(eps_sq)
+    root = 0.5 * (math.sqrt(2.0) * eps_n + np.sqrt(2.0 * eps_sq + 4.0 * (750.0 + log_weight_ratio)))
+    thr = ck_sq + root * root / a_max
+    reach = (np.sqrt(c_sq) + np.sqrt(thr)) ** 2  # largest ||mu_j||^2 below the threshold
+    needed = a_max * (dim + 2) * eps_gemm * (c_sq + reach) > _LOGIT_TOL
+    return np.where(needed, thr, 0.0)
+
+
+def values_from_states(z_st, t_st, u_st):
+    """Per-sample posterior entropy ``H = log Z - T / Z`` (floored at 0: rounding may leave -1e-16) and
+    ``U / (2 Z)`` (half the trace-identity sum) from a level loop's final states."""
+    return np.maximum(np.log(z_st) - t_st / z_st, 0.0), 0.5 * u_st / z_st
 
 
 def level_pass_numpy(A, B, c, a_lev, b_lev, m_st, z_st, t_st, u_st):

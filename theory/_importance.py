@@ -40,7 +40,7 @@ import time
 
 import numpy as np
 
-from noisealloc.theory._empirical_kernels import _CH, _W, _row_levels
+from noisealloc.theory._empirical_kernels import _CH, _W, _row_levels, near_thresholds, values_from_states
 from noisealloc.theory._numba import jit
 
 __all__: list[str] = []
@@ -186,27 +186,21 @@ def _screen(y32, sq, res, M, kernel_numba: bool):
     """
     import threading
 
-    from noisealloc.theory._threads import kernel_threads, run_workers, single_blas_thread
+    from noisealloc.theory._threads import ChunkCounter, kernel_threads, run_stage_workers
 
     K = y32.shape[0]
     bs = _SCREEN_BLOCK
     tasks = [(s, t) for s in range(0, K, bs) for t in range(s, K, bs)]
     update = _screen_block_numba if kernel_numba else _screen_block_numpy
     threads = min(kernel_threads(), len(tasks)) if kernel_numba else 1
-    lock = threading.Lock()
     halt = threading.Event()
-    nxt = [0]
+    counter = ChunkCounter()
 
     def work(_w):
         top_v = np.full((K, M), np.inf)
         top_i = np.full((K, M), -1, dtype=np.int64)
         g_flat = np.empty(bs * bs, dtype=np.float32)
-        while not halt.is_set():
-            with lock:
-                q = nxt[0]
-                nxt[0] += 1
-            if q >= len(tasks):
-                break
+        for q, _ in counter.chunks(None, 0, len(tasks), 1, halt):
             s, t = tasks[q]
             rs, cs = slice(s, min(K, s + bs)), slice(t, min(K, t + bs))
             g = g_flat[: (rs.stop - s) * (cs.stop - t)].reshape(rs.stop - s, cs.stop - t)
@@ -214,10 +208,9 @@ def _screen(y32, sq, res, M, kernel_numba: bool):
             update(g, sq[rs], sq[cs], res[rs], res[cs], s, t, top_v, top_i, t != s)
         return top_v, top_i
 
+    lists = run_stage_workers(threads, work, halt)
     if threads == 1:
-        return work(0)
-    with single_blas_thread():
-        lists = run_workers(threads, work, halt.set)
+        return lists[0]
     v = np.concatenate([lv for lv, _ in lists], axis=1)
     ix = np.concatenate([li for _, li in lists], axis=1)
     o = np.argsort(v, axis=1, kind="stable")[:, :M]
@@ -488,52 +481,6 @@ def _midpoints(mu, pairs, which):
     return 0.5 * (mu[pairs[which, 0]] + mu[pairs[which, 1]])
 
 
-#: Logit error below which the GEMM form of the distances is left as it is at every level.
-_LOGIT_TOL = 1e-13
-
-
-def near_thresholds(eps_sq, c_sq, ck_sq, a_max, dim, log_weight_ratio, eps_gemm=float(np.finfo(np.float64).eps)):
-    r"""Per row, the distance :math:`A_j = \|c - \mu_j\|^2` below which an atom can carry weight at the
-    highest level, where its GEMM-form distances must be replaced by direct sums (0: none needed).
-
-    The GEMM form :math:`\|c\|^2 + \|\mu_j\|^2 - 2\,c\cdot\mu_j` errs by about
-    :math:`(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` in absolute terms, which the level
-    multiplies by :math:`a = e^\lambda/2` in the logit: near-duplicate atoms at high SNR, whose weights
-    hang on tiny distances, would get weights wrong far beyond rounding.  An atom with
-    :math:`a (A_j - A_k) = \tau` has logit at most :math:`\log(\pi_{\max}/\pi_{\min}) - \tau +
-    |\varepsilon|\sqrt{2\tau}` relative to the sampled atom's (:math:`B_j - B_k \le |\varepsilon|
-    \sqrt{A_j - A_k}` up to the midpoint offset), which is below :math:`-750` (weight under the float64
-    subnormals) once :math:`\sqrt\tau \ge (\sqrt2|\varepsilon| + \sqrt{2|\varepsilon|^2 + 4(750 +
-    \log(\pi_{\max}/\pi_{\min}))})/2`.  The threshold is :math:`A_k + \tau / a_{\max}`
-    (:math:`A_k = \|c - \mu_k\|^2`, 0 on a plain draw); the atoms below it have
-    :math:`\|\mu_j\| \le \|c\| + \sqrt{A_j}`, so rows where even their logit error
-    :math:`a_{\max}(D + 2)\,\varepsilon\,(\|c\|^2 + \|\mu_j\|^2)` stays below :data:`_LOGIT_TOL` get 0.
-
-    Parameters
-    ----------
-    eps_sq, c_sq, ck_sq : ndarray, shape (n,)
-        :math:`|\varepsilon|^2`, :math:`\|c\|^2`, :math:`\|c - \mu_k\|^2` per row.
-    a_max : float
-        :math:`e^{\lambda_{\max}}/2`.
-    dim : int
-        Coordinates of the GEMMs.
-    log_weight_ratio : float
-        :math:`\log(\pi_{\max}/\pi_{\min})`.
-    eps_gemm : float
-        Unit roundoff of the GEMMs (:math:`\varepsilon`; float32 GEMMs: its own).
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    eps_n = np.sqrt(eps_sq)
-    root = 0.5 * (math.sqrt(2.0) * eps_n + np.sqrt(2.0 * eps_sq + 4.0 * (750.0 + log_weight_ratio)))
-    thr = ck_sq + root * root / a_max
-    reach = (np.sqrt(c_sq) + np.sqrt(thr)) ** 2  # largest ||mu_j||^2 below the threshold
-    needed = a_max * (dim + 2) * eps_gemm * (c_sq + reach) > _LOGIT_TOL
-    return np.where(needed, thr, 0.0)
-
-
 def _level_values_numpy(A, B, T, log_w, lam, h_out, m_out):
     r"""Per level ``t`` and row ``i``: posterior entropy and half the trace-identity sum (numpy reference).
 
@@ -657,7 +604,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
     """
     import threading
 
-    from noisealloc.theory._threads import kernel_threads, run_stage_workers
+    from noisealloc.theory._threads import ChunkCounter, kernel_threads, run_stage_workers
 
     n = kk.size
     K = mu.shape[0]
@@ -683,8 +630,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
     threads = max(1, min(kernel_threads(), n))
     barrier = threading.Barrier(threads)
     halt = threading.Event()
-    lock = threading.Lock()
-    taken = {}
+    counter = ChunkCounter()  # per block: the row chunks handed out
 
     def work(w):
         times = np.zeros(4)
@@ -705,13 +651,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
             barrier.wait()
             c1, t1 = time.thread_time(), time.perf_counter()
             blk_mid = mid_row[s:e_] - np.where(mid_row[s:e_] >= 0, m_lo, 0)  # rows of g_t
-            while not halt.is_set():
-                with lock:
-                    lo = taken.get(b, s)
-                    taken[b] = lo + _PASS_ROWS
-                if lo >= e_:
-                    break
-                hi = min(e_, lo + _PASS_ROWS)
+            for lo, hi in counter.chunks(b, s, e_, _PASS_ROWS, halt):
                 importance_rows(lo - s, hi - s, g_c, g_e, g_t, blk_mid, c_sq[s:e_], ec[s:e_], mu_sq, cen[s:e_],
                                 eps[s:e_], mu, kk[s:e_], log_w, refine, near[s:e_], a_lev, b_lev, order,
                                 m_st[:, s:e_], z_st[:, s:e_], t_st[:, s:e_], u_st[:, s:e_])
@@ -725,8 +665,7 @@ def _values_numba(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, 
     clock["levels"][0] += tot[1] / threads
     clock["gemm"][1] += tot[2]
     clock["levels"][1] += tot[3]
-    h = np.maximum(np.log(z_st) - t_st / z_st, 0.0)
-    return h, 0.5 * u_st / z_st
+    return values_from_states(z_st, t_st, u_st)
 
 
 def _values_numpy(cen, eps, kk, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock):

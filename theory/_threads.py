@@ -7,7 +7,7 @@ import os
 import threading as _threading
 from contextlib import contextmanager
 
-__all__ = ["single_blas_thread", "kernel_threads", "run_workers", "run_stage_workers"]
+__all__ = ["single_blas_thread", "kernel_threads", "run_workers", "run_stage_workers", "ChunkCounter"]
 
 _POOLS: dict = {}
 _POOL_LOCK = _threading.Lock()
@@ -162,8 +162,9 @@ def run_workers(threads: int, work, abort) -> list:
         return [f.result() for f in futures]
 
 
-def run_stage_workers(threads: int, work, halt, barrier) -> list:
-    """``[work(0), ..., work(threads - 1)]`` for workers that meet at ``barrier`` between stages.
+def run_stage_workers(threads: int, work, halt, barrier=None) -> list:
+    """``[work(0), ..., work(threads - 1)]`` for workers with single-threaded GEMMs, which may meet at
+    ``barrier`` between stages.
 
     Several workers run on the kept pool (:func:`run_workers`) with the BLAS limited to one thread
     (each worker's GEMMs are single-threaded: :func:`single_blas_thread`); one runs in the calling
@@ -177,7 +178,7 @@ def run_stage_workers(threads: int, work, halt, barrier) -> list:
     work : callable
         ``work(w)`` for worker ``w``.
     halt : threading.Event
-    barrier : threading.Barrier
+    barrier : threading.Barrier, optional
         Of ``threads`` parties.
 
     Returns
@@ -187,12 +188,36 @@ def run_stage_workers(threads: int, work, halt, barrier) -> list:
     """
     def abort():
         halt.set()
-        barrier.abort()
+        if barrier is not None:
+            barrier.abort()
 
     if threads == 1:
         return [work(0)]
     with single_blas_thread():
         return run_workers(threads, work, abort)
+
+
+class ChunkCounter:
+    """Chunks of row ranges handed out in turn to worker threads (a shared counter per range).
+
+    Rows cost differently, so a fixed split leaves one worker waiting; each worker instead takes
+    the next chunk of a range until the range or the work (``halt``) is done.
+    """
+
+    def __init__(self):
+        self._lock = _threading.Lock()
+        self._next: dict = {}
+
+    def chunks(self, key, start: int, stop: int, step: int, halt):
+        """Yield ``(lo, hi)``: the chunks of ``[start, stop)`` of ``step`` rows that this worker takes
+        (``key`` names the range; every worker iterating the same key shares its counter)."""
+        while not halt.is_set():
+            with self._lock:
+                lo = self._next.get(key, start)
+                self._next[key] = lo + step
+            if lo >= stop:
+                return
+            yield lo, min(stop, lo + step)
 
 
 def _worker_pool(threads: int):

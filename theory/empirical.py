@@ -55,7 +55,7 @@ import numpy as np
 from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory._limits import live_coordinates, refuse_complex
-from noisealloc.theory._threads import kernel_threads, run_stage_workers, single_blas_thread
+from noisealloc.theory._threads import ChunkCounter, kernel_threads, run_stage_workers, single_blas_thread
 
 __all__ = [
     "LAM_ABS_MAX",
@@ -539,8 +539,7 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
     rows = np.linspace(0, n, threads + 1).round().astype(np.int64)
     barrier = threading.Barrier(threads)
     halt = threading.Event()
-    lock = threading.Lock()
-    taken = {}  # block -> rows handed out for level passes
+    counter = ChunkCounter()  # per block: the level-pass chunks handed out
 
     def work(w):
         r0, r1 = int(rows[w]), int(rows[w + 1])
@@ -563,13 +562,8 @@ def _numba_blocks(mu_all, live, centre_live, mk, eps_live, nk, ek, k, eps, log_w
             barrier.wait()
             c1, t1 = time.thread_time(), time.perf_counter()
             k_local = k - start
-            while not halt.is_set():
-                with lock:
-                    lo = taken.get(b, 0)
-                    taken[b] = lo + _PASS_ROWS
-                if lo >= n:
-                    break
-                kern.level_pass_gram_rows(g, lo, min(n, lo + _PASS_ROWS), nk, nrm_cb[b % 2, :nb], ek, k_local, refine,
+            for lo, hi in counter.chunks(b, 0, n, _PASS_ROWS, halt):
+                kern.level_pass_gram_rows(g, lo, hi, nk, nrm_cb[b % 2, :nb], ek, k_local, refine,
                                           near, mu_all, k, eps, start, c_blk[start:stop], a_lev, b_lev, order, ref,
                                           m_st, z_st, t_st, u_st)
             c2, t2 = time.thread_time(), time.perf_counter()
@@ -761,7 +755,7 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
     eps_gemm = _EPS32 if float32_distances else _EPS
     refine = (_REFINE_FACTOR_32 if float32_distances else _REFINE_FACTOR) * (D + 2) * eps_gemm
     log_w = np.log(w)
-    from noisealloc.theory._importance import near_thresholds
+    from noisealloc.theory._empirical_kernels import near_thresholds
 
     # Atoms that can carry weight at the top level, where it magnifies the GEMM form's absolute error.
     near = near_thresholds(np.einsum("ij,ij->i", eps_live, eps_live), nk, np.zeros(n),
@@ -791,8 +785,9 @@ def _plain_information_samples(mu, w, lam_arr, n_samples, rng, block_size, float
         if bar is not None:
             bar.close()
     t_gemm, t_pass, c_gemm, c_pass = timings
-    entropy = np.maximum(np.log(z_st) - t_st / z_st, 0.0)
-    mmse = 0.5 * u_st / z_st
+    from noisealloc.theory._empirical_kernels import values_from_states
+
+    entropy, mmse = values_from_states(z_st, t_st, u_st)
     info = {
         "seed": draws.seed,
         "block_size": bs,
