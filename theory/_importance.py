@@ -790,11 +790,11 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
     L = lam.size
     sig2 = np.exp(-lam)
     sig = np.exp(-0.5 * lam)
-    ent = np.zeros((L, n))
-    mmse = np.zeros((L, n))
+    ent = np.empty((L, n))
+    mmse = np.empty((L, n))
     weights = np.ones((L, n))
     mu_sq = np.einsum("kd,kd->k", mu, mu)
-    rows = max(1, MAX_BLOCK_ENTRIES // max(K, maxdeg, 1))
+    rows = max(1, MAX_BLOCK_ENTRIES // max(K, 1))  # samples per block of the (rows x K) distance arrays
     mid = np.flatnonzero(branch)
     refine = _REFINE * (mu.shape[1] + 2)
     ck = centre - mu[k]
@@ -803,37 +803,27 @@ def importance_samples(mu, w, lam, *, n_samples: int, gen, n_neighbours: int = N
                            float(np.exp(lam.max())) / 2.0, mu.shape[1], float(log_w.max() - log_w.min()))
     values = _values_numba if use_numba else _values_numpy
     h_all, m_all = values(centre, eps, k, mid, mu, mu_sq, log_w, lam, refine, near, rows, clock)
+    # The proposal's weights omega = p / q per sample and level, from the exponents of each sample's
+    # incident pairs ((n, maxdeg) arrays: no blocks needed).
     t0 = (time.perf_counter(), time.process_time())
-    slots_all = inc[k]  # (n, maxdeg): each sample's atom's incident pairs, -1 padded
-    e1_all, e2_all = proposal_terms(centre, eps, mu, k, slots_all, pairs, ck2)
+    slots = inc[k]  # each sample's atom's incident pairs, -1 padded
+    e1, e2 = proposal_terms(centre, eps, mu, k, slots, pairs, ck2)
+    with np.errstate(divide="ignore"):
+        lr = np.where(slots >= 0, np.log(rho[np.maximum(slots, 0)] if P else np.ones(slots.shape))
+                      - math.log(2.0) - log_w[k][:, None], -np.inf)
+    for t in range(L):
+        if P:
+            expo = lr - (e1 + 2.0 * sig[t] * e2) / (2.0 * sig2[t])
+            top = np.max(expo, axis=1)
+            with np.errstate(invalid="ignore"):
+                log_s = np.where(np.isneginf(top), -np.inf,
+                                 top + np.log(np.sum(np.exp(expo - np.where(np.isneginf(top), 0.0, top)[:, None]),
+                                                     axis=1)))
+            log_omega = -np.logaddexp(math.log1p(-defensive), math.log(defensive) + log_s)
+            weights[t] = np.exp(log_omega)
+        ent[t] = weights[t] * h_all[t]
+        mmse[t] = weights[t] * m_all[t]
     lap("gemm", t0)
-    for s in range(0, n, rows):
-        t0 = (time.perf_counter(), time.process_time())
-        sl = slice(s, min(n, s + rows))
-        kk = k[sl]
-        h_blk, m_blk = h_all[:, sl], m_all[:, sl]
-        slots, e1, e2 = slots_all[sl], e1_all[sl], e2_all[sl]
-        valid = slots >= 0
-        with np.errstate(divide="ignore"):
-            lr = np.where(valid, np.log(rho[np.maximum(slots, 0)] if P else np.ones(slots.shape))
-                          - math.log(2.0) - log_w[kk][:, None], -np.inf)
-        for t in range(L):
-            h_val, m_val = h_blk[t], m_blk[t]
-            if P:
-                expo = lr - (e1 + 2.0 * sig[t] * e2) / (2.0 * sig2[t])
-                top = np.max(expo, axis=1)
-                with np.errstate(invalid="ignore"):
-                    log_s = np.where(np.isneginf(top), -np.inf,
-                                     top + np.log(np.sum(np.exp(expo - np.where(np.isneginf(top), 0.0, top)[:, None]),
-                                                         axis=1)))
-                log_omega = -np.logaddexp(math.log1p(-defensive), math.log(defensive) + log_s)
-                omega = np.exp(log_omega)
-            else:
-                omega = np.ones(kk.size)
-            ent[t, sl] = omega * h_val
-            mmse[t, sl] = omega * m_val
-            weights[t, sl] = omega
-        lap("gemm", t0)
     # Control variate: E_q[omega] = 1 exactly, so v_i = omega_i f_i - c (omega_i - 1) has the same mean;
     # c = Cov(omega f, omega) / Var(omega) per level (the regression estimator; its O(1/n) bias is far
     # below the standard error).  At low SNR, where f is nearly constant and omega is not, this removes
