@@ -1,4 +1,4 @@
-"""Figure scripts, one per experiment of THEORY.md section 6.
+"""Figure scripts, one per experiment of docs/THEORY.md section 6.
 
 Each module runs alone (``python -m noisealloc.figures.<name>``) and writes a PNG
 plus the numbers it plots.  Top layer: may import every other layer.
@@ -12,3 +12,18 @@ if __name__ != "noisealloc.figures":
         f"(or `from noisealloc.figures import ...`), not as the top-level name {__name__!r}"
     )
 
+from noisealloc._lazy import lazy_exports  # noqa: E402 (after the guard above)
+
+_EXPORTS = {
+    'fig1_entropy': 'noisealloc.figures.fig1_entropy',
+    'fig2_atoms': 'noisealloc.figures.fig2_atoms',
+    'fig3_coupling': 'noisealloc.figures.fig3_coupling',
+    'fig4_rmt': 'noisealloc.figures.fig4_rmt',
+    'fig5_efficiency': 'noisealloc.figures.fig5_efficiency',
+    'fig6_training': 'noisealloc.figures.fig6_training',
+    'report': 'noisealloc.figures.report',
+    'provenance': 'noisealloc.figures.provenance',
+    'sweep_summary': 'noisealloc.figures.sweep_summary',
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from noisealloc.theory.schedule_io import atomic_write
-from noisealloc.verify._json import to_jsonable  # one JSON convention for figures and sweeps
+# one writer and one JSON convention for the library, the command line and the figures
+from noisealloc.theory.output import from_json_float, to_jsonable, write_figure, write_json, write_text
 
 __all__ = [
     "LAM_LABEL",
@@ -42,26 +42,6 @@ __all__ = [
 
 #: Axis label of the canonical coordinate (every figure uses it).
 LAM_LABEL = r"log-SNR $\lambda = \log(\alpha^2/\sigma^2)$"
-
-
-def from_json_float(x) -> float:
-    """Inverse of the non-finite encoding of :func:`to_jsonable`."""
-    if isinstance(x, str):
-        return float(x)
-    return float(x)
-
-
-def write_json(path, obj) -> Path:
-    """Write ``obj`` as deterministic JSON (sorted keys, indent 1), atomically."""
-    text = json.dumps(to_jsonable(obj), sort_keys=True, indent=1, allow_nan=False) + "\n"
-    data = text.encode("utf-8")
-    return atomic_write(path, lambda fh: fh.write(data))
-
-
-def write_text(path, text: str) -> Path:
-    """Write a text file atomically."""
-    data = text.encode("utf-8")
-    return atomic_write(path, lambda fh: fh.write(data))
 
 
 def setup_matplotlib():
@@ -90,13 +70,8 @@ def setup_matplotlib():
 
 
 def write_png(fig, path) -> Path:
-    """Save a matplotlib figure atomically (PNG, no time stamp in the metadata)."""
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight", metadata={"Software": None})
-    data = buf.getvalue()
-    return atomic_write(path, lambda fh: fh.write(data))
+    """Save a matplotlib figure atomically (PNG at the style's 110 dpi, tight box, no time stamp)."""
+    return write_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def package_versions() -> dict:
@@ -141,7 +116,7 @@ def resolve_mnist(mnist):
     """The MNIST directory to use: ``mnist`` if given, else ``$NOISEALLOC_MNIST_DIR`` if set, else None."""
     import os
 
-    from noisealloc.theory.datasets import MNIST_ENV_VAR
+    from noisealloc.theory.models.datasets import MNIST_ENV_VAR
 
     if mnist:
         return str(mnist)

@@ -1,4 +1,4 @@
-"""Figure 1: generative entropy-rate profiles and square-root entropic densities (THEORY.md section 6.1).
+"""Figure 1: generative entropy-rate profiles and square-root entropic densities (docs/THEORY.md section 6.1).
 
 For each data set, :math:`h(\\lambda) = \\tfrac12 e^\\lambda\\,\\mathrm{mmse}(\\lambda)` on a log-SNR grid
 and the square-root entropic density :math:`p(\\lambda) \\propto \\sqrt{h(\\lambda)}` (coordinate
@@ -8,7 +8,7 @@ separation), Gaussian manifolds (intrinsic dimension), a circle in R^2, scikit-l
 and MNIST (10,000 test images) when a path is given.  Discrete data with a low-dimensional span
 use adaptive quadrature; digits and MNIST use Monte Carlo with common random numbers.
 
-Checks in the numbers file (both from :func:`noisealloc.theory.profile.information_profile`, one
+Checks in the numbers file (both from :func:`noisealloc.theory.information.profile.information_profile`, one
 rule each):
 
 * budget identity :math:`\\int_a^b h\\,d\\lambda = H(a) - H(b)` (:math:`\\to H(\\pi)`): adaptive
@@ -47,11 +47,11 @@ def _sizes(quick: bool) -> dict:
 def profile(spec: str, model, lam, *, n_samples: int, rng: int) -> dict:
     """Entropy rate, sqrt-entropic density and the checks for one data set (a row of the numbers file).
 
-    Every number comes from :func:`noisealloc.theory.profile.information_profile`; the budget and
+    Every number comes from :func:`noisealloc.theory.information.profile.information_profile`; the budget and
     I-MMSE verdicts are its checks' (one rule each, :mod:`noisealloc.theory.information`).
     """
-    from noisealloc.theory.entropic import schedule_from_rate
-    from noisealloc.theory.profile import information_profile
+    from noisealloc.theory.schedules.entropic import schedule_from_rate
+    from noisealloc.theory.information.profile import information_profile
 
     prof = information_profile(model, lam, n_samples=n_samples, rng=rng, quadrature_interval=BUDGET_INTERVAL,
                                budget_rtol=BUDGET_RTOL, i_mmse_levels=IMMSE_LEVELS)
@@ -74,8 +74,8 @@ def profile(spec: str, model, lam, *, n_samples: int, rng: int) -> dict:
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
     """All numbers of figure 1 (no I/O except reading data sets)."""
-    from noisealloc.theory.datasets import load_data
-    from noisealloc.theory.schedules import cosine, edm_lognormal
+    from noisealloc.theory.models.datasets import load_data
+    from noisealloc.theory.schedules.builtin import cosine, edm_lognormal
 
     s = _sizes(quick)
     lam = np.linspace(s["lam_min"], s["lam_max"], s["levels"])

@@ -1,6 +1,6 @@
-"""Figure 2: fully coupled optimal allocations are atomic, with their certificates (THEORY.md section 6.2).
+"""Figure 2: fully coupled optimal allocations are atomic, with their certificates (docs/THEORY.md section 6.2).
 
-For each case (data set x linear-in-parameters denoiser family of :mod:`noisealloc.theory.information_matrices`),
+For each case (data set x linear-in-parameters denoiser family of :mod:`noisealloc.theory.information.matrices`),
 two optima on a log-SNR grid, each from the optimize chain :func:`noisealloc.solvers.optimize_allocation`:
 
 * the L-optimal allocation :math:`\\min_p \\mathrm{tr}(A_\\omega A_p^{-1})` (the convex surrogate of the
@@ -50,8 +50,8 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
     A chain that ends without an allocation (status 4, numerically singular) gives ``{"skipped": reason}``.
     """
     from noisealloc.solvers import optimize_allocation
-    from noisealloc.theory.entropic import schedule_from_rate
-    from noisealloc.theory.information_matrices import build_family_matrices
+    from noisealloc.theory.schedules.entropic import schedule_from_rate
+    from noisealloc.theory.information.matrices import build_family_matrices
 
     prob = build_family_matrices(model, case["family"], lam, data=case["data"], rng=seed, **case["opts"])
     with warnings.catch_warnings(record=True) as caught:
@@ -95,7 +95,7 @@ def solve_case(model, case: dict, lam, *, seed: int) -> dict:
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    from noisealloc.theory.datasets import load_data
+    from noisealloc.theory.models.datasets import load_data
 
     s = _sizes(quick)
     lam = np.linspace(s["lam_min"], s["lam_max"], s["levels"])

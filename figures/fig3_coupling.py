@@ -1,8 +1,8 @@
-"""Figure 3: the coupling sweep of regime (c) (THEORY.md section 4 (c) and 6.3).
+"""Figure 3: the coupling sweep of regime (c) (docs/THEORY.md section 4 (c) and 6.3).
 
 Denoisers that share parameters through ``J`` B-splines in log-SNR (``J = 1``: fully coupled; large ``J``:
 time-specialised, approaching independent learners).  For each ``J``, from
-:func:`noisealloc.verify.coupling.coupling_sweep`: the number of atoms of the optimal allocation (against
+:func:`noisealloc.verify.experiments.coupling.coupling_sweep`: the number of atoms of the optimal allocation (against
 Theorem 1's bound), its Wasserstein-1 distance in :math:`\\lambda` from the square-root entropic density, and
 the efficiency :math:`V(p^*)/V(p_{entropic})` (1: the entropic proxy is optimal).
 
@@ -16,7 +16,7 @@ import numpy as np
 from noisealloc.figures import _common as C
 
 NAME = "fig3_coupling"
-# Criterion: the sandwich V (THEORY.md section 4: the default, and the V of "efficiency V(p*)/V(p_ent)").
+# Criterion: the sandwich V (docs/THEORY.md section 4: the default, and the V of "efficiency V(p*)/V(p_ent)").
 # Its convex surrogate L is not used here: its independent-learner limit is sqrt(omega), not sqrt(h)
 # (verify.coupling), so it cannot test the claim.  Intervals: for posterior-weight features the
 # higher-order directions are informed only ~e^(k lam) at low SNR, so splines confined below
@@ -43,7 +43,7 @@ def _clean_row(row: dict) -> dict:
 
 def sweep_case(model, case, sz, seed) -> dict:
     """Rows of one case; a ``J`` without an allocation is recorded with its error (the sweep's ``errors``)."""
-    from noisealloc.verify.coupling import coupling_sweep
+    from noisealloc.verify.experiments.coupling import coupling_sweep
 
     lam = np.linspace(case["lam_min"], case["lam_max"], sz["levels"])
     rep = coupling_sweep(model, tuple(sz["J_values"]), lam=lam, criterion=sz["criterion"], family=case["family"],
@@ -53,7 +53,7 @@ def sweep_case(model, case, sz, seed) -> dict:
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    from noisealloc.theory.datasets import load_data
+    from noisealloc.theory.models.datasets import load_data
 
     sz = _sizes(quick)
     cases, skipped = [], []

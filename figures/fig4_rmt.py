@@ -1,6 +1,6 @@
-"""Figure 4: random-matrix checks of the feature-noise decoupling proxy (THEORY.md section 4 (b), items (i)-(iv)).
+"""Figure 4: random-matrix checks of the feature-noise decoupling proxy (docs/THEORY.md section 4 (b), items (i)-(iv)).
 
-Draws the reports of :func:`noisealloc.verify.rmt.rmt_checks`:
+Draws the reports of :func:`noisealloc.verify.checks.rmt.rmt_checks`:
 
 (i)   simulated OLS excess risk against the exact :math:`s^2 q/(n-q-1)`, and simulated ridge variance against
       the Marchenko-Pastur deterministic equivalent;
@@ -22,14 +22,14 @@ NAME = "fig4_rmt"
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    """All numbers of figure 4: the reports of :func:`~noisealloc.verify.rmt.rmt_checks` (no I/O).
+    """All numbers of figure 4: the reports of :func:`~noisealloc.verify.checks.rmt.rmt_checks` (no I/O).
 
     ``mnist`` is accepted for the common figure signature and not used.  The returned
     document has ``figure``, ``seed``, ``quick`` and ``checks``: one entry per check key
     (``'i.ols'``, ``'i.ridge'``, ``'ii'``, ``'iii'``, ``'iv'``) with its name, verdict,
     headline value, tolerance, message, data description and measured arrays.
     """
-    from noisealloc.verify.rmt import rmt_checks
+    from noisealloc.verify.checks.rmt import rmt_checks
 
     reports = rmt_checks(quick=quick, rng=seed)
     checks = {}

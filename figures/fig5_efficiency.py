@@ -1,9 +1,9 @@
-"""Figure 5: efficiency table of every schedule of THEORY.md section 5 on every data set of figure 1.
+"""Figure 5: efficiency table of every schedule of docs/THEORY.md section 5 on every data set of figure 1.
 
 Two numbers per (data set, schedule), both >= 1 with 1 = optimal:
 
 * ``V(p)/V(p*)``: the fully coupled sandwich :math:`V(p) = \\tfrac12\\mathrm{tr}(A_\\omega A_p^{-1} G_p A_p^{-1})`
-  (THEORY.md section 4) of the schedule discretised on the log-SNR grid (``p_i`` proportional to the density
+  (docs/THEORY.md section 4) of the schedule discretised on the log-SNR grid (``p_i`` proportional to the density
   times the trapezoid weight), divided by the optimum over the grid from :func:`noisealloc.solvers.solve`;
   the family is the data model's natural linear-in-parameters denoiser (posterior weights for Dirac mixtures,
   linear shrinkage for Gaussian manifolds, random features otherwise);
@@ -58,9 +58,9 @@ def schedule_weights(pdf_values, lam) -> np.ndarray:
 
 def evaluate_dataset(spec, model, sizes, seed) -> dict:
     from noisealloc.solvers import allocation_value, sandwich_value, solve
-    from noisealloc.theory.information_matrices import build_family_matrices, natural_family
-    from noisealloc.theory.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
-    from noisealloc.theory.entropic import independent_learner_factor, schedule_from_model
+    from noisealloc.theory.information.matrices import build_family_matrices, natural_family
+    from noisealloc.theory.schedules.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
+    from noisealloc.theory.schedules.entropic import independent_learner_factor, schedule_from_data
 
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
     family = natural_family(model)
@@ -69,8 +69,10 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
         big = getattr(model, "n_atoms", 0) > 1000
         opts = {"q": sizes["rf_q"], "n_mc": sizes["rf_n_mc_images"] if big else sizes["rf_n_mc"]}
     prob = build_family_matrices(model, family, lam, data=spec, rng=seed, **opts)
-    # h at the figure's Monte-Carlo size and seed (the problem's own h uses the solver layer's default size)
-    ent = schedule_from_model(model, lam, rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
+    # h of the law the command line picks (resolve_law: the smoothed law for images), at the figure's
+    # Monte-Carlo size and seed (the problem's own h uses the solver layer's default size)
+    data_schedule = schedule_from_data(model, lam, rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
+    ent = data_schedule.result
     h = ent.h_floored
     s = data_scale(model, rng=seed)
     shift = heuristic_shift(s)
@@ -91,22 +93,21 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
             # leaves V without a reliable digit (the solver layer's rounding guard)
             v = sandwich_value(prob.A, prob.G, prob.A_eval, w)
             lv = allocation_value(prob.A, w, "L", W=prob.A_eval)
-            try:
-                f = independent_learner_factor(lam, h, np.maximum(pdf, 1e-300))
-            except ValueError:
-                f = float("inf")
+            # the one rule: inf where the schedule starves a level with h > 0
+            f = independent_learner_factor(lam, h, np.maximum(pdf, 0.0))
         ratio = v / v_star if v_star > 0 else float("inf")
         l_ratio = lv / l_star if l_star > 0 else float("inf")
         table[name] = {"V": v, "V_ratio": ratio if np.isfinite(ratio) else float("inf"), "L": lv,
                        "L_ratio": l_ratio if np.isfinite(l_ratio) else float("inf"), "il_factor": f}
     return {"data": spec if not spec.startswith("mnist") else "mnist", "family": family, "m": prob.m,
+            "law": data_schedule.law.law, "law_reason": data_schedule.law.reason,
             "data_std": s, "heuristic_shift": shift, "V_star": v_star, "L_star": l_star, "V_star_status": int(best.status),
             "V_star_rel_gap": float(best.rel_gap), "V_star_atoms": int(best.certificate.n_atoms),
             "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}), "table": table}
 
 
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
-    from noisealloc.theory.datasets import load_data
+    from noisealloc.theory.models.datasets import load_data
 
     sz = _sizes(quick)
     rows, skipped = [], []

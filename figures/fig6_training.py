@@ -1,20 +1,20 @@
-r"""Figure 6: does it train faster?  Training efficiency in three regimes (THEORY.md section 6.6).
+r"""Figure 6: does it train faster?  Training efficiency in three regimes (docs/THEORY.md section 6.6).
 
 * **(i) coupled control** -- random-feature two-layer denoisers with one trained ridge readout shared
-  by every noise level (the lazy regime; :mod:`noisealloc.verify.training`), fitted on ``N`` samples:
-  the fully coupled regime (a) of THEORY.md section 4, where the theory expects the entropic proxy to
+  by every noise level (the lazy regime; :mod:`noisealloc.verify.experiments.random_features`), fitted on ``N`` samples:
+  the fully coupled regime (a) of docs/THEORY.md section 4, where the theory expects the entropic proxy to
   lose.  Quality: held-out ELBO gap against the exact Bayes denoiser, mean +- s.e. over seeds; sample
   counts to the target gap (the worst schedule's gap at the largest N) by log-log interpolation.
 * **(ii) independent learners** -- one OLS learner per lambda-cell on a Gaussian law
-  (:mod:`noisealloc.verify.learners`): the simulated loss factor of each schedule against the
+  (:mod:`noisealloc.verify.experiments.learners`): the simulated loss factor of each schedule against the
   square-root law (mean +- s.e. over runs) next to the exact finite-N prediction and Theorem 2's factor.
 * **(iii) neural denoisers trained by Adam** -- EDM-preconditioned MLPs on JAX
-  (:mod:`noisealloc.verify.neural`, :mod:`noisealloc.verify.neural_efficiency`) trained for a fixed
+  (:mod:`noisealloc.verify.experiments.neural`, :mod:`noisealloc.verify.experiments.neural_efficiency`) trained for a fixed
   number of steps at a fixed batch size under each schedule; held-out diffusion loss
-  (:mod:`noisealloc.verify.heldout`) against steps, mean +- s.e. over seeds; steps to a common target
+  (:mod:`noisealloc.verify.experiments.heldout`) against steps, mean +- s.e. over seeds; steps to a common target
   as ratios with paired bootstrap intervals.  This regime judges claims C4 and C5.
 
-Every regime's work goes through the sweep engine (:mod:`noisealloc.verify.sweep`) as cells: one per
+Every regime's work goes through the sweep engine (:mod:`noisealloc.verify.experiments.sweep`) as cells: one per
 data set in (i) (kind ``fig6-coupled``, cached in ``OUT/fig6_coupled_cells``), one per schedule in (ii)
 (``fig6-independent``, ``OUT/fig6_independent_cells``), one per (data x schedule x seed) in (iii)
 (``neural``, ``OUT/fig6_cells``), preceded by one per (schedule x data) for the costly part of the
@@ -27,9 +27,9 @@ configuration is never reused; the cells' counters (cached / computed) and timin
 
 Schedules: the square-root entropic schedule (exact h for the Dirac mixture; the *empirical* h of the
 training split for binarised images, which are discrete; the *population* h of the training split's
-manifold-smoothed law for grey-level images, :func:`noisealloc.theory.population.population_schedule`), the
+manifold-smoothed law for grey-level images, :func:`noisealloc.theory.schedules.entropic.population_schedule`), the
 entropic schedule p ~ h, EDM log-normal, cosine, SD3 logit-normal and uniform-lambda **shifted** to the
-data scale (:math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`, THEORY.md section 5), the
+data scale (:math:`p(\lambda) = p_h(\lambda + 2\log(s/\sigma_{data}))`, docs/THEORY.md section 5), the
 two-stage schedule from a pilot run's per-level validation losses (``sqrt-pilot``) and the online
 estimator fed with the run's own losses (``online``).
 
@@ -45,7 +45,7 @@ import numpy as np
 from noisealloc.figures import _common as C
 
 # The cells of regimes (i) and (ii) and their constants live in the verify layer (the sweep engine runs them).
-from noisealloc.verify.regime_cells import IL_DIM, IL_INTERVAL, IL_SCHEDULES, IL_VARIANCES, LAM_MAX, LAM_MIN, SCHEDULES
+from noisealloc.verify.experiments.regime_cells import IL_DIM, IL_INTERVAL, IL_SCHEDULES, IL_VARIANCES, LAM_MAX, LAM_MIN, SCHEDULES
 
 NAME = "fig6_training"
 #: Cell caches inside the output directory: one sweep-engine folder per regime (a folder holds one
@@ -54,7 +54,7 @@ COUPLED_DIR = "fig6_coupled_cells"
 INDEPENDENT_DIR = "fig6_independent_cells"
 CELLS_DIR = "fig6_cells"
 #: Regime (iii)'s schedule cells (entropy-rate profiles, pilot runs) and the artifacts they share with
-#: the training cells (:func:`noisealloc.verify.sweep.shared_artifact`).
+#: the training cells (:func:`noisealloc.verify.experiments.sweep.cache.shared_artifact`).
 SCHEDULE_CELLS_DIR = "fig6_schedule_cells"
 SHARED_DIR = "fig6_shared"
 #: The schedules with a costly shared part, and the schedule cell that builds it (the entropic pair
@@ -65,14 +65,14 @@ CELLS_FILE = "fig6_cells.json"
 
 
 def _spec(name: str, kind: str, fixed: dict, grid: dict):
-    from noisealloc.verify.sweep import parse_sweep
+    from noisealloc.verify.experiments.sweep.spec import parse_sweep
 
     return parse_sweep({"sweep": {"name": name, "kind": kind}, "fixed": fixed, "grid": grid})
 
 
 def _run_cells(spec, cells_dir, scheduler, shared_dir=None):
     """The cells through the sweep engine (cached in ``cells_dir``, resumable), on Dask."""
-    from noisealloc.verify.sweep import run_sweep
+    from noisealloc.verify.experiments.sweep.engine import run_sweep
 
     return run_sweep(spec, cells_dir, scheduler=scheduler, n_workers=2, shared_dir=shared_dir)
 
@@ -125,7 +125,7 @@ def coupled_data(mnist=None) -> list[str]:
     Returns
     -------
     list of str
-        Names accepted by :func:`noisealloc.verify.regime_cells.coupled_model`.
+        Names accepted by :func:`noisealloc.verify.experiments.regime_cells.coupled_model`.
     """
     names = ["dirac:K=16,D=8,sep=1,seed=0", "digits-binarised", "digits"]
     mnist_dir = C.resolve_mnist(mnist)
@@ -224,7 +224,7 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
 
     Returns the document and the cell counters and timings.
     """
-    from noisealloc.verify.neural_efficiency import compare_schedules
+    from noisealloc.verify.experiments.neural_efficiency import compare_schedules
 
     sz = _neural_sizes(quick)
     data = _neural_data(quick, mnist)
@@ -234,7 +234,7 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
     shared = Path(out_dir) / SHARED_DIR
     # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
     # Carlo), so that no two workers compute one and the training cells only read them.
-    from noisealloc.verify.sweep import cell_parameters
+    from noisealloc.verify.experiments.sweep.spec import cell_parameters
 
     prepared = sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY})
     prep_counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}

@@ -1,4 +1,4 @@
-"""REPORT.md: each claim of THEORY.md section 6 (last paragraph) against the measured numbers.
+"""REPORT.md: each claim of docs/THEORY.md section 6 (last paragraph) against the measured numbers.
 
 The report reads the numbers files the figures wrote (``figN_*.json``) and never recomputes.  Every
 verdict is computed from those numbers by the rule printed next to it; nothing is hard-coded.  Verdicts:
@@ -261,7 +261,7 @@ def fig6_controls(f6) -> list[str]:
     if not f6:
         return []
     lines = ["## Figure 6 controls (not the test of C4/C5)", "",
-             "(i) Coupled control: one ridge readout shared by every level (regime (a) of THEORY.md section 4), "
+             "(i) Coupled control: one ridge readout shared by every level (regime (a) of docs/THEORY.md section 4), "
              "where the theory expects the entropic proxy to lose.  Rule: the proxy loses on a data set when "
              "N_EDM/N_sqrt < 1 (EDM reaches the target gap with fewer samples).", "",
              "| data | kind | N_EDM/N_sqrt | N_cos/N_sqrt | the proxy loses, as the theory predicts |",
@@ -387,7 +387,7 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
     if failed:
         lines += ["**Figures that failed in this run** (their claims count as not measured):", ""]
         lines += [f"- {k}: {_cell(v)}" for k, v in failed.items()] + [""]
-    lines += ["Claims of THEORY.md section 6 (last paragraph), tested by the figures.  Verdicts are computed from the "
+    lines += ["Claims of docs/THEORY.md section 6 (last paragraph), tested by the figures.  Verdicts are computed from the "
               "numbers files in this directory by the stated rules: supported (all instances satisfy the rule), mixed "
               "(some do), not supported (none do); for claims judged on intervals (C4, C5), inconclusive when an "
               "interval contains the threshold.", "",

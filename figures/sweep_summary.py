@@ -1,13 +1,12 @@
 """The summary plot of an ablation sweep (``OUT/summary.png``), drawn from the cell records.
 
-The sweep engine (:mod:`noisealloc.verify.sweep`) computes and tabulates; it never plots, so that
+The sweep engine (:mod:`noisealloc.verify.experiments.sweep`) computes and tabulates; it never plots, so that
 importing it does not load matplotlib.  ``noisealloc sweep`` passes :func:`plot_summary` to
-:func:`noisealloc.verify.sweep.run_sweep`, which calls it once every cell is done.
+:func:`noisealloc.verify.experiments.sweep.engine.run_sweep`, which calls it once every cell is done.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 __all__ = ["plot_summary"]
@@ -18,11 +17,11 @@ def plot_summary(spec, records, path) -> Path | None:
 
     Parameters
     ----------
-    spec : noisealloc.verify.sweep.SweepSpec
+    spec : noisealloc.verify.experiments.sweep.spec.SweepSpec
         The sweep; its ``summary`` table names ``x`` and ``y`` (and optionally ``logx``, ``logy``,
         ``xlabel``, ``ylabel``, ``title``).
     records : list of dict
-        The cell records in grid order (as :func:`noisealloc.verify.sweep.run_sweep` collects them).
+        The cell records in grid order (as :func:`noisealloc.verify.experiments.sweep.engine.run_sweep` collects them).
     path : str or os.PathLike
         The PNG to write (atomically).
 
@@ -39,8 +38,8 @@ def plot_summary(spec, records, path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from noisealloc.theory.schedule_io import atomic_write
-    from noisealloc.verify.sweep import summary_rows
+    from noisealloc.theory.output import write_figure
+    from noisealloc.verify.experiments.sweep.engine import summary_rows
 
     rows = summary_rows(spec, records)
     x_key, y_key = s["x"], s["y"]
@@ -66,11 +65,7 @@ def plot_summary(spec, records, path) -> Path | None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    buf = io.BytesIO()
-    # No time stamp or build in the metadata: the same records give the same bytes.
-    fig.savefig(buf, format="png", dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    path = Path(path)
-    data = buf.getvalue()
-    atomic_write(path, lambda fh: fh.write(data))
-    return path
+    try:
+        return write_figure(fig, path, dpi=110)
+    finally:
+        plt.close(fig)

@@ -185,7 +185,9 @@ def _describe(exc: BaseException) -> str:
 def _expected_errors():
     import zipfile
 
-    return (ValueError, TypeError, OSError, zipfile.BadZipFile, EOFError, MemoryError)
+    from noisealloc.theory._optional import MissingExtraError
+
+    return (ValueError, TypeError, OSError, zipfile.BadZipFile, EOFError, MemoryError, MissingExtraError)
 
 
 def _available(module: str) -> bool:

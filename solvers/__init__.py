@@ -7,9 +7,9 @@ above it in this list, never the package itself):
   Hessian, scale); the sandwich object holds the rounding-error guard;
 * :mod:`~noisealloc.solvers.problem` -- :class:`Problem`, :func:`make_problem`, input checks,
   moment matrices and evaluation;
-* algorithms: :mod:`~noisealloc.solvers.frank_wolfe`, :mod:`~noisealloc.solvers.multiplicative`,
-  :mod:`~noisealloc.solvers.rex`, :mod:`~noisealloc.solvers.polish`,
-  :mod:`~noisealloc.solvers.support` (Caratheodory), :mod:`~noisealloc.solvers.e_optimal`;
+* algorithms: :mod:`~noisealloc.solvers.algorithms.frank_wolfe`, :mod:`~noisealloc.solvers.algorithms.multiplicative`,
+  :mod:`~noisealloc.solvers.algorithms.rex`, :mod:`~noisealloc.solvers.algorithms.polish`,
+  :mod:`~noisealloc.solvers.algorithms.support` (Caratheodory), :mod:`~noisealloc.solvers.algorithms.e_optimal`;
 * :mod:`~noisealloc.solvers.certificates` -- certificates, off-grid and exact checks;
 * :mod:`~noisealloc.solvers.driver` -- :func:`solve` and :func:`certify`;
 * :mod:`~noisealloc.solvers.values`, :mod:`~noisealloc.solvers.refine`,
@@ -38,7 +38,7 @@ if __name__ != "noisealloc.solvers":
         f"(or `from noisealloc.solvers import ...`), not as the top-level name {__name__!r}"
     )
 
-from noisealloc.solvers._threads import single_blas_thread
+from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.certificates import exact_sensitivity_check, offgrid_check
 from noisealloc.solvers.criteria import CRITERIA, SingularMomentError
 from noisealloc.solvers.driver import METHODS, certify, solve
@@ -56,7 +56,7 @@ from noisealloc.solvers.result import (
     SolveResult,
     Theorem1pResult,
 )
-from noisealloc.solvers.support import caratheodory, merge_atoms, reduce_support
+from noisealloc.solvers.algorithms.support import caratheodory, merge_atoms, reduce_support
 from noisealloc.solvers.theorem1p import reduce_population
 from noisealloc.solvers.values import allocation_value, sandwich_gradient, sandwich_value
 

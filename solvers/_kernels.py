@@ -4,7 +4,7 @@ Every kernel is compiled through :func:`noisealloc.theory._numba.jit` (``cache=T
 ``fastmath=False``: the same IEEE arithmetic as numpy, up to the order of summation) and has a
 numpy reference with the same contract, the expression the solvers use.
 ``noisealloc bench solver --kernels`` times each pair in one run
-(:func:`noisealloc.verify.bench_solver.measure_kernels`).  A kernel is wired into the solvers
+(:func:`noisealloc.verify.bench.solver.measure_kernels`).  A kernel is wired into the solvers
 (:data:`WIRED`) only where it wins; **none is**.  Measured on the 2-core development machine,
 one BLAS thread (the solvers' setting), the first call (compile or cache load) excluded:
 
@@ -24,7 +24,7 @@ one BLAS thread (the solvers' setting), the first call (compile or cache load) e
   batched matmul and ``H`` by one GEMM.  **Loses** (2-3x slower).  Not wired.
 * :func:`multiplicative_weights` -- the update
   :math:`q_i = p_i \max(-g_i, 0)^{\rho} / \sum_j p_j \max(-g_j, 0)^{\rho}` of
-  :mod:`~noisealloc.solvers.multiplicative`: numpy's vectorised ``power`` beats a scalar
+  :mod:`~noisealloc.solvers.algorithms.multiplicative`: numpy's vectorised ``power`` beats a scalar
   ``pow`` per element.  **Loses** (1.5-4x slower).  Not wired.
 
 The per-candidate work of these solvers is BLAS-shaped (GEMV over the ``(n, m*m)`` stack, GEMM
@@ -35,7 +35,7 @@ each kernel with its reference (``tests/test_solver_kernels.py``), so a kernel c
 
 References
 ----------
-THEORY.md section 4 (a): the sensitivities :math:`g_i = \partial\Phi/\partial p_i` and the
+docs/THEORY.md section 4 (a): the sensitivities :math:`g_i = \partial\Phi/\partial p_i` and the
 moment matrices :math:`M(p) = \sum_i p_i A_i`.
 """
 

@@ -36,7 +36,7 @@ full :class:`~noisealloc.solvers.result.Certificate` with :func:`certify_problem
 
 References
 ----------
-THEORY.md section 4 (a), "Certificates".
+docs/THEORY.md section 4 (a), "Certificates".
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize
 
-from noisealloc.solvers._threads import single_blas_thread
-from noisealloc.solvers.e_optimal import e_dual_bound
+from noisealloc.theory._threads import single_blas_thread
+from noisealloc.solvers.algorithms.e_optimal import e_dual_bound
 from noisealloc.solvers.problem import Problem, as_problem, check_weights, evaluate, gradient, scale
 from noisealloc.solvers.result import Certificate, ExactCertificate, OffGridCheck
 from noisealloc.theory.errors import check_interval

@@ -1,4 +1,4 @@
-r"""Design criteria of an allocation, one small object per criterion (THEORY.md section 4, regime (a)).
+r"""Design criteria of an allocation, one small object per criterion (docs/THEORY.md section 4, regime (a)).
 
 A problem is a grid of ``n`` candidate noise levels with per-level matrices
 ``A[i]`` (shape ``(n, m, m)``), and for the sandwich also ``G[i]`` and
@@ -32,7 +32,7 @@ For 'E' the main algorithms minimise the smoothed criterion
 :math:`\Phi_\mu(M) = \mu \log \sum_k e^{-\lambda_k(M)/\mu}`
 (:math:`-\lambda_{\min} \le \Phi_\mu \le -\lambda_{\min} + \mu \log m`); the polish is
 the semidefinite program :math:`\max t` s.t. :math:`M(p) \succeq tI`
-(:mod:`~noisealloc.solvers.e_optimal`).
+(:mod:`~noisealloc.solvers.algorithms.e_optimal`).
 
 This module sits at the bottom of :mod:`noisealloc.solvers`: it imports nothing from the
 package.  The objects read a problem's arrays (``A``, ``Aflat``, ``G``, ``Gflat``, ``W``,
@@ -41,7 +41,7 @@ package.  The objects read a problem's arrays (``A``, ``Aflat``, ``G``, ``Gflat`
 
 References
 ----------
-THEORY.md section 4, regime (a) (criteria to support; certificates).
+docs/THEORY.md section 4, regime (a) (criteria to support; certificates).
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ class TraceCriterion(Criterion):
 
     References
     ----------
-    THEORY.md section 4 (a): L/A-optimality :math:`g_i = -\operatorname{tr}(M^{-1} W M^{-1} M_i)`.
+    docs/THEORY.md section 4 (a): L/A-optimality :math:`g_i = -\operatorname{tr}(M^{-1} W M^{-1} M_i)`.
     """
 
     def __init__(self, name: str):
@@ -350,7 +350,7 @@ class LogDetCriterion(Criterion):
 
     References
     ----------
-    THEORY.md section 4 (a): D-optimal :math:`-\log\det M`.
+    docs/THEORY.md section 4 (a): D-optimal :math:`-\log\det M`.
     """
 
     name = "D"
@@ -423,7 +423,7 @@ class MinEigenvalueCriterion(Criterion):
 
     References
     ----------
-    THEORY.md section 4 (a): E-optimal :math:`-\lambda_{\min}(M)` (the rate criterion).
+    docs/THEORY.md section 4 (a): E-optimal :math:`-\lambda_{\min}(M)` (the rate criterion).
     """
 
     name = "E"
@@ -529,7 +529,7 @@ class SandwichCriterion(Criterion):
 
     References
     ----------
-    THEORY.md section 4: well-specified asymptotics, the sandwich :math:`V(p)`.
+    docs/THEORY.md section 4: well-specified asymptotics, the sandwich :math:`V(p)`.
     """
 
     name = "sandwich"

@@ -1,17 +1,17 @@
 r"""The driver: :func:`solve` (optimal allocation with a certificate) and :func:`certify`.
 
 :func:`solve` validates the problem once (:func:`~noisealloc.solvers.problem.as_problem`),
-runs a main algorithm (:mod:`~noisealloc.solvers.multiplicative`,
-:mod:`~noisealloc.solvers.frank_wolfe` or :mod:`~noisealloc.solvers.rex`) to find the
-support, then the polish (:mod:`~noisealloc.solvers.polish`, or
-:mod:`~noisealloc.solvers.e_optimal` for 'E'), and lets the certificate
+runs a main algorithm (:mod:`~noisealloc.solvers.algorithms.multiplicative`,
+:mod:`~noisealloc.solvers.algorithms.frank_wolfe` or :mod:`~noisealloc.solvers.algorithms.rex`) to find the
+support, then the polish (:mod:`~noisealloc.solvers.algorithms.polish`, or
+:mod:`~noisealloc.solvers.algorithms.e_optimal` for 'E'), and lets the certificate
 (:mod:`~noisealloc.solvers.certificates`), not the algorithms' own bookkeeping, decide the
 status.  :func:`certify` recomputes that certificate for any allocation.  Both run with BLAS
 limited to one thread, scoped to the call (:func:`~noisealloc.solvers.single_blas_thread`).
 
 References
 ----------
-THEORY.md section 4, regime (a): criteria and certificates.
+docs/THEORY.md section 4, regime (a): criteria and certificates.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from noisealloc.solvers import e_optimal, frank_wolfe, multiplicative, rex
-from noisealloc.solvers import polish as polish_mod
-from noisealloc.solvers._threads import single_blas_thread
+from noisealloc.solvers.algorithms import e_optimal, frank_wolfe, multiplicative, rex
+from noisealloc.solvers.algorithms import polish as polish_mod
+from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
 from noisealloc.solvers.criteria import SingularMomentError
 from noisealloc.solvers.problem import (
@@ -120,7 +120,7 @@ def solve(
         ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich.
     polish : bool
         Finish with projected Newton on the active support (default True); for 'E' the
-        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.e_optimal`, repeated in
+        finish is the primal-dual interior point of :mod:`~noisealloc.solvers.algorithms.e_optimal`, repeated in
         double-double arithmetic when float64 stalls above ``E_POLISH_RTOL`` (degenerate problems).
     tol : float, optional
         Target certified relative gap (default ``FW_GAP_RTOL`` = 1e-8 for convex criteria,
@@ -182,7 +182,7 @@ def solve(
 
     References
     ----------
-    THEORY.md section 4 (a): criteria to support, certificates (global versus local sandwich optima).
+    docs/THEORY.md section 4 (a): criteria to support, certificates (global versus local sandwich optima).
 
     Examples
     --------
@@ -586,7 +586,7 @@ def certify(
 
     References
     ----------
-    THEORY.md section 4 (a), "Certificates" (Kiefer-Wolfowitz equivalence, sensitivity function).
+    docs/THEORY.md section 4 (a), "Certificates" (Kiefer-Wolfowitz equivalence, sensitivity function).
 
     Examples
     --------

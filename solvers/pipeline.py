@@ -1,8 +1,8 @@
 r"""The optimize chain as one call: build -> solve -> reduce -> certify -> off-grid (-> exact).
 
 :func:`optimize_allocation` is the one implementation of the fully coupled optimisation of
-THEORY.md section 4 (a) for a denoiser family: the command line (``noisealloc optimize``),
-figure 2 and the coupling sweep of :mod:`noisealloc.verify.coupling` all call it.  The rules it
+docs/THEORY.md section 4 (a) for a denoiser family: the command line (``noisealloc optimize``),
+figure 2 and the coupling sweep of :mod:`noisealloc.verify.experiments.coupling` all call it.  The rules it
 owns:
 
 * the problem is built once from the family's matrices (criterion data: ``W = A_eval`` for 'L',
@@ -21,7 +21,7 @@ owns:
 
 References
 ----------
-THEORY.md section 4 (a): Theorem 1, certificates, criteria.
+docs/THEORY.md section 4 (a): Theorem 1, certificates, criteria.
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ import warnings
 
 import numpy as np
 
-from noisealloc.solvers._threads import single_blas_thread
+from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
 from noisealloc.solvers.criteria import SingularMomentError
 from noisealloc.solvers.driver import solve
 from noisealloc.solvers.problem import check_weights, make_problem
 from noisealloc.solvers.result import STATUS_MESSAGES, AllocationResult
-from noisealloc.solvers.support import reduce_support
+from noisealloc.solvers.algorithms.support import reduce_support
 from noisealloc.theory.errors import ConvergenceWarning
-from noisealloc.theory.information_matrices import FamilyMatrices, build_family_matrices, natural_family
+from noisealloc.theory.information.matrices import FamilyMatrices, build_family_matrices, natural_family
 from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
 
 __all__ = ["EXACT_CRITERIA", "optimize_allocation", "criterion_arrays"]
@@ -104,11 +104,11 @@ def optimize_allocation(
     source : FamilyMatrices or data model
         The family's information matrices, or a data model of :mod:`noisealloc.theory` (then
         ``lam`` and optionally ``family`` build them with
-        :func:`~noisealloc.theory.information_matrices.build_family_matrices`).
+        :func:`~noisealloc.theory.information.matrices.build_family_matrices`).
     criterion : {'L', 'A', 'D', 'E', 'c', 'sandwich', 'V'}
         Criterion (:mod:`~noisealloc.solvers.criteria`); 'L' uses ``W = A_eval`` unless ``W`` is given.
     family : str, optional
-        Family of a data model (default :func:`~noisealloc.theory.information_matrices.natural_family`).
+        Family of a data model (default :func:`~noisealloc.theory.information.matrices.natural_family`).
     lam : array_like, shape (n,), optional
         Candidate grid of a data model.
     build_options : dict, optional
@@ -155,7 +155,7 @@ def optimize_allocation(
 
     References
     ----------
-    THEORY.md section 4 (a).
+    docs/THEORY.md section 4 (a).
 
     Examples
     --------
@@ -163,7 +163,7 @@ def optimize_allocation(
 
     >>> import numpy as np
     >>> from noisealloc.solvers import optimize_allocation
-    >>> from noisealloc.theory.gaussian import GaussianManifold
+    >>> from noisealloc.theory.models.gaussian import GaussianManifold
     >>> model = GaussianManifold(np.zeros(3), np.eye(3)[:, :2], [1.0, 0.2])
     >>> res = optimize_allocation(model, "L", family="linear", lam=np.linspace(-4, 4, 33))
     >>> res.success, res.certificate.kind, res.certificate.n_atoms <= res.atom_bound

@@ -2,7 +2,7 @@ r"""Allocation problems on a candidate grid: validation, moment matrices and cri
 
 A :class:`Problem` holds validated float64 arrays: a grid of ``n`` candidate noise levels
 with per-level matrices ``A[i]`` (shape ``(n, m, m)``), and for the sandwich also ``G[i]`` and
-``A_eval`` (THEORY.md section 4).  :func:`make_problem` builds one from raw arrays (the one
+``A_eval`` (docs/THEORY.md section 4).  :func:`make_problem` builds one from raw arrays (the one
 place where inputs are checked); every public solver function accepts either a
 :class:`Problem` or the raw arrays (:func:`as_problem`).  An allocation ``p`` has the moment
 matrices (:func:`moments`)
@@ -27,7 +27,7 @@ matrices; :meth:`Problem.transform` maps further matrices (off-grid levels) into
 
 References
 ----------
-THEORY.md section 4, regime (a).
+docs/THEORY.md section 4, regime (a).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ sweep
    interval between its neighbouring grid nodes (bounded Brent, weights fixed), using
    the callable ``A_fn(lam)`` (and ``G_fn`` for the sandwich);
 2. re-optimises the weights on the moved atoms by projected Newton
-   (:func:`noisealloc.solvers.polish.newton_on_support`) on the small problem whose
+   (:func:`noisealloc.solvers.algorithms.polish.newton_on_support`) on the small problem whose
    candidates are the atoms themselves.
 
 Sweeps stop when the value decreases by less than ``rtol * |value|``.  The value never
@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from scipy import optimize
 
-from noisealloc.solvers.polish import newton_on_support
+from noisealloc.solvers.algorithms.polish import newton_on_support
 from noisealloc.solvers.problem import criterion_value, make_problem
 from noisealloc.solvers.result import STATUS_MESSAGES, RefineResult
 from noisealloc.theory.errors import ConvergenceWarning, as_float_array, check_finite

@@ -241,7 +241,7 @@ class SolveResult:
         multi-start), else None.
     certificate : Certificate
     optimality : {'global', 'local (KKT)', 'none'}
-        ``'global'`` for convex criteria and for sandwiches with a global proof (THEORY.md section 4
+        ``'global'`` for convex criteria and for sandwiches with a global proof (docs/THEORY.md section 4
         (a)); ``'local (KKT)'`` for a sandwich KKT point after a multi-start; ``'none'`` when the
         certificate does not hold (``status != 0``).
     n_starts : int
@@ -426,7 +426,7 @@ class AllocationResult:
     message : str
     criterion : str
     matrices : FamilyMatrices
-        The information matrices the problem was built from (:mod:`noisealloc.theory.information_matrices`).
+        The information matrices the problem was built from (:mod:`noisealloc.theory.information.matrices`).
     problem : Problem or None
         The validated problem (with the grid).
     solve_result : SolveResult or None

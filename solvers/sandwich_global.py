@@ -1,4 +1,4 @@
-r"""Global or local: what a sandwich optimum can say about itself (THEORY.md section 4 (a)).
+r"""Global or local: what a sandwich optimum can say about itself (docs/THEORY.md section 4 (a)).
 
 The sandwich :math:`V(p) = \tfrac12 \operatorname{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` is not convex, so a
 KKT point may be a local minimum.  This module holds the global proofs the driver uses and the
@@ -26,7 +26,7 @@ result stays ``"local (KKT)"``.
 
 References
 ----------
-THEORY.md section 4 (a), Theorem 1 and "Certificates".
+docs/THEORY.md section 4 (a), Theorem 1 and "Certificates".
 """
 
 from __future__ import annotations
@@ -619,7 +619,7 @@ def branch_and_bound(prob: Problem, upper: float, *, rtol: float, max_boxes: int
 
     References
     ----------
-    THEORY.md section 4 (a); the perspective of a convex function and McCormick envelopes are standard
+    docs/THEORY.md section 4 (a); the perspective of a convex function and McCormick envelopes are standard
     (Boyd and Vandenberghe, *Convex Optimization*, 3.2.6; McCormick, Math. Programming 10, 1976).
     """
     import heapq

@@ -24,7 +24,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from noisealloc.solvers.result import STATUS_MESSAGES, Theorem1pResult
-from noisealloc.solvers.support import caratheodory
+from noisealloc.solvers.algorithms.support import caratheodory
 from noisealloc.theory.errors import ConvergenceWarning, as_float_array, check_finite
 
 __all__ = ["reduce_population"]
@@ -54,7 +54,7 @@ def reduce_population(grads, p) -> Theorem1pResult:
 
     References
     ----------
-    THEORY.md section 4 (a), Theorem 1' (population form).
+    docs/THEORY.md section 4 (a), Theorem 1' (population form).
 
     Warns
     -----

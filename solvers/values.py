@@ -1,7 +1,7 @@
 r"""Criterion values of allocations as public functions, the sandwich :math:`V(p)` first.
 
 :func:`sandwich_value` is the toolkit's one entry point for
-:math:`V(p) = \tfrac12 \operatorname{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` (THEORY.md section 4);
+:math:`V(p) = \tfrac12 \operatorname{tr}(A_\omega A_p^{-1} G_p A_p^{-1})` (docs/THEORY.md section 4);
 it evaluates the same :class:`~noisealloc.solvers.criteria.SandwichCriterion` that every
 solver minimises, rounding guard included.  Values are of the criterion as defined: no ridge
 is added (the solvers' ridge for near-singular problems is a numerical device), and an
@@ -9,7 +9,7 @@ allocation whose moment matrix is numerically singular has the value ``+inf``.
 
 References
 ----------
-THEORY.md section 4: well-specified asymptotics (the sandwich) and the criteria of regime (a).
+docs/THEORY.md section 4: well-specified asymptotics (the sandwich) and the criteria of regime (a).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def sandwich_value(A, G, A_eval, weights) -> float:
 
     References
     ----------
-    THEORY.md section 4: :math:`N(E R(\hat\theta_N) - R(\theta^*)) \to V(p)`.
+    docs/THEORY.md section 4: :math:`N(E R(\hat\theta_N) - R(\theta^*)) \to V(p)`.
 
     Examples
     --------

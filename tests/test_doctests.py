@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.tree import module_files
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("theory", "solvers", "verify", "figures")
@@ -26,10 +27,7 @@ MIN_MODULES_WITH_EXAMPLES = 12
 def _module_names() -> list[str]:
     out = []
     for pkg in PACKAGES:
-        out.append(f"noisealloc.{pkg}")
-        for path in sorted((REPO / pkg).glob("*.py")):
-            if path.stem != "__init__":
-                out.append(f"noisealloc.{pkg}.{path.stem}")
+        out.extend(module_files(pkg))
     out.append("noisealloc.commands")
     return out
 

@@ -33,7 +33,7 @@ def _modules_after(code: str) -> set[str]:
 
 @pytest.mark.parametrize("code", [
     "import noisealloc, noisealloc.theory.coordinates",
-    "import noisealloc.theory.schedules, noisealloc.theory.weights, noisealloc.theory.schedule_io",
+    "import noisealloc.theory.schedules, noisealloc.theory.weights, noisealloc.theory.schedules.io",
     "import noisealloc.cli; noisealloc.cli.build_parser()",
 ])
 def test_import_is_light(code):

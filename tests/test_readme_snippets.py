@@ -18,7 +18,7 @@ from scipy import stats
 
 from noisealloc.cli import main
 from noisealloc.theory import tolerances
-from noisealloc.theory.schedule_io import load_json
+from noisealloc.theory.schedules.io import load_json
 
 from conftest import REPO_ROOT
 

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.tree import module_files
 
 REPO = Path(__file__).resolve().parents[1]
 DOC_PACKAGES = ("theory", "solvers", "verify")
@@ -65,13 +66,9 @@ def docstring_problems(name: str, obj) -> list[str]:
 
 
 def _public_modules(package: str) -> list[str]:
-    folder = REPO / package
-    mods = [f"noisealloc.{package}"]
-    for path in sorted(folder.glob("*.py")):
-        if path.stem == "__init__" or path.stem.startswith("_"):
-            continue
-        mods.append(f"noisealloc.{package}.{path.stem}")
-    return mods
+    """Every public module of the layer, subpackages included (a name part starting with ``_`` is private)."""
+    return [name for name in module_files(package)
+            if not any(part.startswith("_") for part in name.split(".")[2:])]
 
 
 def _public_objects(package: str):
@@ -82,8 +79,7 @@ def _public_objects(package: str):
         mod = importlib.import_module(modname)
         names = getattr(mod, "__all__", None)
         if names is None:
-            if modname != f"noisealloc.{package}":
-                missing_all.append(modname)
+            missing_all.append(modname)
             continue
         for attr in names:
             obj = getattr(mod, attr)
@@ -161,8 +157,13 @@ def test_docstring_checker_fires():
 def import_edges(package: str, sources: dict[str, str]) -> dict[str, set[str]]:
     """Edges ``module -> module`` inside ``noisealloc.<package>`` from the modules' sources.
 
-    ``sources`` maps a module's short name (``'criteria'``; ``'__init__'`` for the package) to its
-    source.  Every import anywhere in the file counts, including inside functions.
+    ``sources`` maps a module's name relative to the package (``'criteria'``, ``'models.dirac'``;
+    ``'__init__'`` for the package itself, ``'models'`` for a subpackage's ``__init__``) to its
+    source.  Every import anywhere in the file counts, including inside functions.  An import of
+    ``a.b.c`` is an edge to the deepest module it names, and to nothing else: importing a submodule
+    does run its parents' ``__init__``, but the subpackages' ``__init__`` load their names lazily.
+    ``from noisealloc.pkg.sub import name`` is an edge to ``sub.name`` when that is a module, else to
+    ``sub`` (its ``__init__``).
     """
     prefix = f"noisealloc.{package}"
     modules = set(sources)
@@ -172,8 +173,11 @@ def import_edges(package: str, sources: dict[str, str]) -> dict[str, set[str]]:
         if dotted == prefix:
             return "__init__"
         if dotted.startswith(prefix + "."):
-            head = dotted[len(prefix) + 1:].split(".")[0]
-            return head if head in modules else None
+            parts = dotted[len(prefix) + 1:].split(".")
+            for k in range(len(parts), 0, -1):
+                name = ".".join(parts[:k])
+                if name in modules:
+                    return name
         return None
 
     for mod, src in sources.items():
@@ -185,11 +189,11 @@ def import_edges(package: str, sources: dict[str, str]) -> dict[str, set[str]]:
                         edges[mod].add(t)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 base = target(node.module)
-                if node.module == prefix:
-                    for alias in node.names:  # a submodule, or a name re-exported by __init__
-                        edges[mod].add(alias.name if alias.name in modules else "__init__")
-                elif base is not None:
-                    edges[mod].add(base)
+                if base is None:
+                    continue
+                for alias in node.names:  # a submodule, or a name defined by the (sub)package
+                    sub = alias.name if base == "__init__" else f"{base}.{alias.name}"
+                    edges[mod].add(sub if sub in modules else base)
     for mod in edges:
         edges[mod].discard(mod)
     return edges
@@ -223,8 +227,29 @@ def find_cycle(edges: dict[str, set[str]]):
 
 
 def _package_sources(package: str) -> dict[str, str]:
-    folder = REPO / "noisealloc" / package if package == "commands" else REPO / package
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py"))}
+    prefix = f"noisealloc.{package}"
+    return {("__init__" if name == prefix else name[len(prefix) + 1:]): path.read_text(encoding="utf-8")
+            for name, path in module_files(package).items()}
+
+
+def subpackage_edges(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between the top-level parts of a layer (its subpackages and top modules)."""
+    out: dict[str, set[str]] = {}
+    for mod, targets in edges.items():
+        head = mod.split(".")[0]
+        out.setdefault(head, set())
+        for t in targets:
+            if t.split(".")[0] != head and t != "__init__" and head != "__init__":
+                out[head].add(t.split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("package", ALL_PACKAGES)
+def test_subpackages_import_one_way(package):
+    """Inside a layer, subpackages depend on each other without cycles (e.g. models -> posterior, never back)."""
+    graph = subpackage_edges(import_edges(package, _package_sources(package)))
+    cycle = find_cycle(graph)
+    assert cycle is None, f"subpackages of noisealloc.{package} import each other in a cycle: " + " -> ".join(cycle)
 
 
 @pytest.mark.parametrize("package", ALL_PACKAGES + ("commands",))
@@ -232,6 +257,20 @@ def test_import_graph_has_no_cycle(package):
     edges = import_edges(package, _package_sources(package))
     cycle = find_cycle(edges)
     assert cycle is None, f"import cycle inside noisealloc.{package}: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_fires_across_subpackages():
+    sources = {
+        "__init__": "",
+        "models": "",
+        "models.dirac": "from noisealloc.theory.posterior.quad import q\n",
+        "posterior": "",
+        "posterior.quad": "def q():\n    from noisealloc.theory.models import dirac\n",
+    }
+    edges = import_edges("theory", sources)
+    assert edges["models.dirac"] == {"posterior.quad"} and edges["posterior.quad"] == {"models.dirac"}
+    assert find_cycle(edges) == ["models.dirac", "posterior.quad", "models.dirac"]
+    assert find_cycle(subpackage_edges(edges)) == ["models", "posterior", "models"]
 
 
 def test_cycle_finder_fires():

@@ -2,8 +2,8 @@
 
 Lowest layer of the toolkit: it imports nothing from :mod:`noisealloc.solvers`,
 :mod:`noisealloc.verify` or :mod:`noisealloc.figures`, and never matplotlib.
-Submodules are imported explicitly (``from noisealloc.theory import coordinates``)
-so that importing the package stays cheap.
+Public names load lazily on first use (``from noisealloc.theory import load_data`` imports only
+the module that defines it), so that importing the package stays cheap.
 """
 
 if __name__ != "noisealloc.theory":
@@ -14,3 +14,26 @@ if __name__ != "noisealloc.theory":
         f"(or `from noisealloc.theory import ...`), not as the top-level name {__name__!r}"
     )
 
+from noisealloc._lazy import lazy_exports  # noqa: E402 (after the guard above)
+
+_EXPORTS = {
+    'coordinates': 'noisealloc.theory.coordinates',
+    'weights': 'noisealloc.theory.weights',
+    'tolerances': 'noisealloc.theory.tolerances',
+    'errors': 'noisealloc.theory.errors',
+    'output': 'noisealloc.theory.output',
+    'estimates': 'noisealloc.theory.estimates',
+    'entropy_rate': 'noisealloc.theory.entropy_rate',
+    'request_limits': 'noisealloc.theory.request_limits',
+    'models': 'noisealloc.theory.models',
+    'posterior': 'noisealloc.theory.posterior',
+    'information': 'noisealloc.theory.information',
+    'schedules': 'noisealloc.theory.schedules',
+    'load_data': 'noisealloc.theory.models.datasets',
+    'parse_spec': 'noisealloc.theory.models.datasets',
+    'information_profile': 'noisealloc.theory.information.profile',
+    'schedule_from_model': 'noisealloc.theory.schedules.entropic',
+    'builtin_schedules': 'noisealloc.theory.schedules.builtin',
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,4 +1,4 @@
-r"""Noise coordinates and the maps between them (THEORY.md section 1).
+r"""Noise coordinates and the maps between them (docs/THEORY.md section 1).
 
 The canonical coordinate is the log signal-to-noise ratio
 
@@ -120,7 +120,7 @@ def vp_alpha_sigma(lam):
 
     References
     ----------
-    THEORY.md section 1 (VP parameterisation); Kingma et al. (2021), Variational Diffusion Models.
+    docs/THEORY.md section 1 (VP parameterisation); Kingma et al. (2021), Variational Diffusion Models.
 
     Examples
     --------
@@ -149,7 +149,7 @@ def lam_from_alpha_sigma(alpha, sigma):
 
     References
     ----------
-    THEORY.md section 1.
+    docs/THEORY.md section 1.
 
     Examples
     --------
@@ -174,7 +174,7 @@ def edm_sigma(lam):
 
     References
     ----------
-    THEORY.md section 1; Karras et al. (2022), EDM, Table 1.
+    docs/THEORY.md section 1; Karras et al. (2022), EDM, Table 1.
 
     Examples
     --------
@@ -199,7 +199,7 @@ def lam_from_edm_sigma(sigma):
 
     References
     ----------
-    THEORY.md section 1; Karras et al. (2022), EDM.
+    docs/THEORY.md section 1; Karras et al. (2022), EDM.
 
     Examples
     --------
@@ -492,7 +492,7 @@ def to_lam(u, coordinate: str | Coordinate):
 
     References
     ----------
-    THEORY.md section 1 (the maps are listed in this module's docstring).
+    docs/THEORY.md section 1 (the maps are listed in this module's docstring).
 
     Examples
     --------
@@ -521,7 +521,7 @@ def from_lam(lam, coordinate: str | Coordinate):
 
     References
     ----------
-    THEORY.md section 1.
+    docs/THEORY.md section 1.
 
     Examples
     --------
@@ -603,7 +603,7 @@ def transport_pdf_to_lam(pdf_u, lam, coordinate: str | Coordinate):
 
     References
     ----------
-    THEORY.md section 1 (densities move between coordinates with the Jacobian).
+    docs/THEORY.md section 1 (densities move between coordinates with the Jacobian).
 
     Examples
     --------
@@ -641,7 +641,7 @@ def transport_pdf_from_lam(pdf_lam, u, coordinate: str | Coordinate):
 
     References
     ----------
-    THEORY.md section 1.
+    docs/THEORY.md section 1.
 
     Examples
     --------

@@ -441,7 +441,7 @@ def as_lam(lam) -> np.ndarray:
     Parameters
     ----------
     lam : array_like
-        Log-SNR values :math:`\\lambda = \\log(\\alpha^2/\\sigma^2)` (THEORY.md section 1).
+        Log-SNR values :math:`\\lambda = \\log(\\alpha^2/\\sigma^2)` (docs/THEORY.md section 1).
 
     Returns
     -------

@@ -3,7 +3,7 @@
 An :class:`Estimate` is a value with its standard error and the method that
 produced it, so that no number leaves the toolkit without saying how far to
 trust it.  :class:`InformationEstimates` bundles the estimates one pass of a
-data model's ``information(lam)`` produces (THEORY.md section 2).
+data model's ``information(lam)`` produces (docs/THEORY.md section 2).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class Estimate:
 
 @dataclass(frozen=True)
 class InformationEstimates:
-    r"""The information quantities of a data model at a set of levels, from one pass (THEORY.md section 2).
+    r"""The information quantities of a data model at a set of levels, from one pass (docs/THEORY.md section 2).
 
     Every field is an :class:`Estimate` of the shape of the requested levels, or ``None`` where the
     model does not define the quantity (the conditional entropy of continuous data is infinite; the
@@ -93,7 +93,7 @@ class InformationEstimates:
 
     References
     ----------
-    THEORY.md section 2 (definitions) and section 3 (the models).
+    docs/THEORY.md section 2 (definitions) and section 3 (the models).
     """
 
     mmse: Estimate

@@ -14,7 +14,7 @@ EPS = float(np.finfo(np.float64).eps)  # 2.22e-16
 # --- coordinates and schedules -------------------------------------------------
 #: Round trip lambda -> u -> lambda of a coordinate map: a few dozen ulps of the
 #: result, since each map is a composition of log/exp/expm1/log1p with relative
-#: condition number O(1) away from the interval ends (THEORY.md section 1 asks 1e-10).
+#: condition number O(1) away from the interval ends (docs/THEORY.md section 1 asks 1e-10).
 COORD_ROUNDTRIP_RTOL = 1e-10
 #: Inverse-CDF clamp: u is kept in [U_CLAMP, 1 - U_CLAMP] so that ppf never
 #: returns an interval end point that maps to an infinite coordinate.
@@ -46,23 +46,23 @@ PPF_ROUNDTRIP_EPS_FACTOR = 64.0
 #: Quadrature values against 30-digit mpmath references (issue 3: 1e-9 relative).
 QUAD_RTOL = 1e-9
 #: Budget identity int h dlam = H(pi) with deterministic quadrature (issue 3).  The one budget rule
-#: (noisealloc.theory.information.budget_check) also allows the integration error estimate and
+#: (noisealloc.theory.information.budget.budget_check) also allows the integration error estimate and
 #: MC_NSIGMA standard errors of a Monte-Carlo budget on top of this.
 BUDGET_ATOL_QUAD = 1e-6
 #: Relative target of the adaptive quadrature of h in the budget check of deterministic models
-#: (noisealloc.theory.profile.information_profile, the command `noisealloc entropy`).  Its conservative
+#: (noisealloc.theory.information.profile.information_profile, the command `noisealloc entropy`).  Its conservative
 #: |K21 - G10| estimate is added to the rule's tolerance, so the target only has to keep that estimate
 #: small against BUDGET_ATOL_QUAD: 1e-8 of a budget H(pi) <= log K nats is <= 4e-8 for the <= 64 atoms
 #: of the quadrature (>= 20x below).  1e-9 cost 1.5x the levels (252 vs 168 on [-16, 8], 5 atoms in the
 #: plane), each a full quadrature of mmse.
 BUDGET_RTOL = 1e-8
 #: A grid counts as uniform for the budget on the grid's own levels
-#: (noisealloc.theory.information.budget_check_on_grid) when every step is within this fraction of the
+#: (noisealloc.theory.information.budget.budget_check_on_grid) when every step is within this fraction of the
 #: mean step: np.linspace rounds steps to ~1e-15 of the levels' size, and step errors e (relative)
 #: move Gregory's rule by at most e * int |h| (1e-10 of the integral, 100x below BUDGET_RTOL).
 GRID_UNIFORM_RTOL = 1e-10
 #: The I-MMSE finite-difference check compares relative errors only where the entropy rate exceeds
-#: this (THEORY.md section 3.1: "test relative accuracy wherever h exceeds 1e-8"); below it the
+#: this (docs/THEORY.md section 3.1: "test relative accuracy wherever h exceeds 1e-8"); below it the
 #: centred difference of H divides the quadrature rounding of H by a vanishing rate.
 I_MMSE_RATE_FLOOR = 1e-8
 #: Blocked empirical kernel (float64 GEMM) against a dense direct computation
@@ -146,7 +146,7 @@ E_DD_WEIGHT_FLOOR = 1e-12
 
 #: Largest |coordinate| of a Dirac mixture's atom.  Squared distances (GEMM form, summed over up to
 #: ~1e3 dimensions) must stay finite: 1e150^2 * 1e3 = 1e303 < 1.8e308.  Beyond it the data are
-#: rescaled by the user: atoms c*mu at log-SNR lam are atoms mu at lam + 2 log c (THEORY.md section 5).
+#: rescaled by the user: atoms c*mu at log-SNR lam are atoms mu at lam + 2 log c (docs/THEORY.md section 5).
 ATOM_ABS_MAX = 1e150
 #: A multi-start run stopped at KKT_RTOL (when the requested tol is tighter) is continued to tol only
 #: when its value is within this relative distance of the best start's: continuing from a KKT point

@@ -1,4 +1,4 @@
-r"""Evaluation weights over log-SNR (THEORY.md section 5).
+r"""Evaluation weights over log-SNR (docs/THEORY.md section 5).
 
 Convention.  A weight :math:`W(\lambda) \ge 0` weights the x0-prediction
 (denoising) mean squared error per unit of log-SNR:
@@ -76,7 +76,7 @@ def elbo_weight(lam):
 
     With this weight :math:`\int W\,\mathrm{mmse}\,d\lambda` is the diffusion ELBO (the I-MMSE
     relation :math:`dI/d\lambda = \tfrac12 e^\lambda\,\mathrm{mmse}`), the default evaluation
-    weight :math:`\omega` of THEORY.md section 4.
+    weight :math:`\omega` of docs/THEORY.md section 4.
 
     Parameters
     ----------
@@ -91,7 +91,7 @@ def elbo_weight(lam):
 
     References
     ----------
-    THEORY.md sections 2 and 5; Kingma et al. (2021), Variational Diffusion Models.
+    docs/THEORY.md sections 2 and 5; Kingma et al. (2021), Variational Diffusion Models.
 
     Examples
     --------
@@ -129,7 +129,7 @@ def edm_weight(lam, sigma_data: float = 0.5, P_mean: float = -1.2, P_std: float 
 
     References
     ----------
-    Karras et al. (2022), EDM, Table 1; Kingma & Gao (2023), Appendix D; THEORY.md section 5.
+    Karras et al. (2022), EDM, Table 1; Kingma & Gao (2023), Appendix D; docs/THEORY.md section 5.
 
     Examples
     --------
@@ -166,7 +166,7 @@ def min_snr_weight(lam, gamma: float = 5.0):
 
     References
     ----------
-    Hang et al. (2023), Efficient Diffusion Training via Min-SNR Weighting Strategy; THEORY.md section 5.
+    Hang et al. (2023), Efficient Diffusion Training via Min-SNR Weighting Strategy; docs/THEORY.md section 5.
 
     Examples
     --------
@@ -193,7 +193,7 @@ def uniform_weight(lam):
 
     References
     ----------
-    THEORY.md section 5.
+    docs/THEORY.md section 5.
 
     Examples
     --------
@@ -323,7 +323,7 @@ def get_weight(name: str, **params) -> Weight:
 
     References
     ----------
-    THEORY.md section 5 (evaluation weights).
+    docs/THEORY.md section 5 (evaluation weights).
 
     Examples
     --------

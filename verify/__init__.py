@@ -12,3 +12,14 @@ if __name__ != "noisealloc.verify":
         f"(or `from noisealloc.verify import ...`), not as the top-level name {__name__!r}"
     )
 
+from noisealloc._lazy import lazy_exports  # noqa: E402 (after the guard above)
+
+_EXPORTS = {
+    'checks': 'noisealloc.verify.checks',
+    'experiments': 'noisealloc.verify.experiments',
+    'bench': 'noisealloc.verify.bench',
+    'suite': 'noisealloc.verify.suite',
+    'CheckReport': 'noisealloc.verify.checks.report',
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from noisealloc.theory.errors import as_generator, check_choice
-from noisealloc.verify.checks import CheckReport
+from noisealloc.verify.checks.report import CheckReport
 
 __all__ = ["TIERS", "run", "format_table", "coupling_check"]
 
@@ -40,7 +40,7 @@ def coupling_check(model, J_values, *, criterion: str, name: str, data: str, lam
     J_values : sequence of int
         Numbers of B-spline basis functions to sweep (``J = 1`` is the fully coupled regime).
     criterion : {'L', 'sandwich'}
-        Criterion of the coupled optimum (see :func:`noisealloc.verify.coupling.coupling_sweep`).
+        Criterion of the coupled optimum (see :func:`noisealloc.verify.experiments.coupling.coupling_sweep`).
     name : str
         Name of the returned report.
     data : str
@@ -60,9 +60,9 @@ def coupling_check(model, J_values, *, criterion: str, name: str, data: str, lam
 
     References
     ----------
-    THEORY.md section 4, regime (c) (partial coupling) and Theorem 1 (the atom bound).
+    docs/THEORY.md section 4, regime (c) (partial coupling) and Theorem 1 (the atom bound).
     """
-    from noisealloc.verify.coupling import coupling_sweep
+    from noisealloc.verify.experiments.coupling import coupling_sweep
 
     t0 = time.perf_counter()
     rep = coupling_sweep(model, J_values, lam=lam, criterion=criterion, rng=rng, model_name=data)
@@ -81,7 +81,8 @@ def coupling_check(model, J_values, *, criterion: str, name: str, data: str, lam
 
 
 def _checks(tier: str, gen):
-    from noisealloc.verify import checks, rmt
+    from noisealloc.verify import checks
+    from noisealloc.verify.checks import rmt
 
     quick = tier == "quick"
     yield lambda: checks.check_i_mmse()

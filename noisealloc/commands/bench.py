@@ -1,17 +1,17 @@
 """``noisealloc bench NAME``: benchmarks that print a figure and a ratio against an in-run baseline.
 
 The measuring functions live in ``noisealloc.verify.bench_<name>`` and return typed results; this
-module parses the arguments and prints.  ``posterior``: parse -> :func:`noisealloc.verify.bench_posterior.measure`
--> print; ``solver``: parse -> :func:`noisealloc.verify.bench_solver.measure` -> print; ``training``:
-parse -> :func:`noisealloc.verify.bench_training.bench_training` -> print.
+module parses the arguments and prints.  ``posterior``: parse -> :func:`noisealloc.verify.bench.posterior.measure`
+-> print; ``solver``: parse -> :func:`noisealloc.verify.bench.solver.measure` -> print; ``training``:
+parse -> :func:`noisealloc.verify.bench.training.bench_training` -> print.
 """
 
 from __future__ import annotations
 
 BENCHMARKS = {
-    "posterior": ("noisealloc.verify.bench_posterior", "MNIST posterior profile against bare GEMMs of the same shapes"),
-    "solver": ("noisealloc.verify.bench_solver", "A-optimal design solvers against CVXPY + Clarabel"),
-    "training": ("noisealloc.verify.bench_training",
+    "posterior": ("noisealloc.verify.bench.posterior", "MNIST posterior profile against bare GEMMs of the same shapes"),
+    "solver": ("noisealloc.verify.bench.solver", "A-optimal design solvers against CVXPY + Clarabel"),
+    "training": ("noisealloc.verify.bench.training",
                  "step and compile time of the JAX denoisers of figure 6 per data set and network"),
 }
 
@@ -49,8 +49,8 @@ def _posterior_arguments(parser) -> None:
 
 
 def _posterior_run(args) -> int:
-    from noisealloc.theory.datasets import load_mnist
-    from noisealloc.verify.bench_posterior import measure, thread_counts
+    from noisealloc.theory.models.datasets import load_mnist
+    from noisealloc.verify.bench.posterior import measure, thread_counts
 
     if args.levels < 3 or args.samples < 2 or args.repeat < 1:
         raise ValueError("--levels must be >= 3, --samples >= 2 and --repeat >= 1")
@@ -106,7 +106,7 @@ def _posterior_memory(args) -> None:
     import tempfile
     from pathlib import Path
 
-    from noisealloc.verify.bench_posterior import peak_memory
+    from noisealloc.verify.bench.posterior import peak_memory
 
     # The children resolve MNIST as the bench did: the path given, else $NOISEALLOC_MNIST_DIR (inherited).
     spec = f"mnist:{args.mnist}" if args.mnist else "mnist"
@@ -149,7 +149,7 @@ def _sizes(text, option: str) -> list:
 
 
 def _solver_run(args) -> int:
-    from noisealloc.verify.bench_solver import measure
+    from noisealloc.verify.bench.solver import measure
 
     if getattr(args, "kernels", False):
         return _solver_kernels_run(args)
@@ -184,7 +184,7 @@ def _solver_run(args) -> int:
 
 def _print_reduction() -> None:
     """The ``reduce_support`` row: dense weights at n = 1000, m = 10, and old vs new Caratheodory at n = 200."""
-    from noisealloc.verify.bench_solver import measure_reduction
+    from noisealloc.verify.bench.solver import measure_reduction
 
     r = measure_reduction()
     print(f"reduce_support (D, Chebyshev m={r.m}, dense weights) n={r.n}: {r.seconds:.3f} s, atoms {r.atoms_before} -> "
@@ -194,7 +194,7 @@ def _print_reduction() -> None:
 
 def _solver_kernels_run(args) -> int:
     """``bench solver --kernels``: per kernel, numba vs numpy in one run; then the reduce_support row."""
-    from noisealloc.verify.bench_solver import measure_kernels
+    from noisealloc.verify.bench.solver import measure_kernels
 
     r = measure_kernels()
     if not r.have_numba:
@@ -248,7 +248,7 @@ def _e_options(args):
 
 def _e_run(args, pairs, cv_sizes) -> None:
     """The E-optimal rows of ``bench solver``: our solve against CVXPY + Clarabel (lambda_min SDP)."""
-    from noisealloc.verify.bench_solver import measure_e
+    from noisealloc.verify.bench.solver import measure_e
 
     if not pairs:
         return
@@ -283,7 +283,7 @@ def _training_arguments(parser) -> None:
 
 
 def _training_run(args) -> int:
-    from noisealloc.verify.bench_training import CASES, bench_training
+    from noisealloc.verify.bench.training import CASES, bench_training
 
     if args.steps < 1 or args.batch_size < 1:
         raise ValueError(f"--steps and --batch-size must be >= 1; got {args.steps} and {args.batch_size}")
@@ -296,7 +296,7 @@ def _training_run(args) -> int:
             raise ValueError(f"--only must be a comma-separated subset of {','.join(names)}; got {args.only!r}")
         cases = [CASES[names.index(c)] for c in want]
     if args.mnist is not None and any(d == "mnist" for d, _ in cases):
-        from noisealloc.theory.datasets import load_mnist
+        from noisealloc.theory.models.datasets import load_mnist
 
         # A path given and wrong is an error, never the synthetic stand-in the benchmark uses without one.
         load_mnist(args.mnist)

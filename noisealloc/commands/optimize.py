@@ -1,4 +1,4 @@
-"""``noisealloc optimize``: certified optimal noise allocation in the fully coupled regime (THEORY.md §4 (a)).
+"""``noisealloc optimize``: certified optimal noise allocation in the fully coupled regime (docs/THEORY.md §4 (a)).
 
 Example::
 
@@ -7,7 +7,7 @@ Example::
 
 Parse -> one library call -> print and write: :func:`noisealloc.solvers.optimize_allocation`
 builds the per-level matrices of a linear-in-parameters denoiser family on a log-SNR grid
-(``noisealloc.theory.information_matrices``), solves for the optimal allocation with a
+(``noisealloc.theory.information.matrices``), solves for the optimal allocation with a
 certificate, reduces its support (Theorem 1), re-certifies the reduced allocation, checks the
 sensitivity function between grid points and, for the Gaussian ``linear`` family, exactly (sympy).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.theory.limits import MAX_FEATURES, MAX_OPTIMIZE_LEVELS
+from noisealloc.theory.request_limits import MAX_FEATURES, MAX_OPTIMIZE_LEVELS
 
 CRITERIA = ("sandwich", "L", "A", "D", "E")
 
@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
 
 def _check_size(args) -> None:
     """Refuse a request above the size limits or the available memory, before building anything."""
-    from noisealloc.theory.limits import check_memory, check_size
+    from noisealloc.theory.request_limits import check_memory, check_size
 
     allow = getattr(args, "allow_large", False)
     check_size("--levels", args.levels, MAX_OPTIMIZE_LEVELS, minimum=3, allow_large=allow)
@@ -79,9 +79,9 @@ def _sensitivity_curve(result, lam_fine):
 def run(args) -> int:
     _check_size(args)  # before the solver's imports: a refused request answers at once
     from noisealloc import __version__
-    from noisealloc.commands._output import write_json_atomic
+    from noisealloc.theory.output import write_json
     from noisealloc.solvers import optimize_allocation
-    from noisealloc.theory.datasets import load_data
+    from noisealloc.theory.models.datasets import load_data
     from noisealloc.theory.errors import check_interval
 
     lo, hi = check_interval(args.lam_min, args.lam_max, "[--lam-min, --lam-max]")
@@ -137,7 +137,7 @@ def run(args) -> int:
                  "build": fm.info, "version": __version__},
     }
     if args.out:
-        write_json_atomic(args.out, out)
+        write_json(args.out, out, sort_keys=False)
         print(f"wrote {args.out}")
     if args.plot:
         _plot(args, r)
@@ -151,7 +151,7 @@ def _plot(args, result):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from noisealloc.commands._output import savefig_atomic
+    from noisealloc.theory.output import write_figure
 
     prob, lam, weights, support = result.matrices, result.matrices.lam, result.weights, result.support
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.4))
@@ -186,5 +186,5 @@ def _plot(args, result):
     ax2.grid(alpha=0.3)
     fig.suptitle(f"noisealloc optimize: {args.data}", fontsize=10)
     fig.tight_layout()
-    savefig_atomic(fig, args.plot)
+    write_figure(fig, args.plot)
     plt.close(fig)

@@ -2,7 +2,7 @@
 
 Runs the six figure scripts of :mod:`noisealloc.figures` in order with a progress bar, each writing its
 PNG, its numbers (JSON) and its run configuration into DIR, then writes ``DIR/REPORT.md``: each claim of
-THEORY.md section 6 with the numbers behind it and a verdict computed from them.  Default data are
+docs/THEORY.md section 6 with the numbers behind it and a verdict computed from them.  Default data are
 embedded (synthetic models and scikit-learn's 8x8 digits), so it runs on a fresh machine; MNIST rows are
 added when ``--mnist PATH`` or ``NOISEALLOC_MNIST_DIR`` names the directory of the IDX files.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 __all__ = ["add_arguments", "run", "FIGURES"]
 
-#: Figure modules in running order (figures 3 and 4 depend on verify/coupling.py and verify/rmt.py).
+#: Figure modules in running order (figures 3 and 4 depend on verify/experiments/coupling.py and verify/checks/rmt.py).
 FIGURES = ("fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency", "fig6_training")
 
 
@@ -59,6 +59,11 @@ def run(args) -> int:
             raise ValueError(f"--only: unknown figures {bad}; allowed: {', '.join(FIGURES)}")
         if not names:
             raise ValueError(f"--only {args.only!r} names no figure; allowed: {', '.join(FIGURES)}")
+    if "fig6_training" in names:  # its training cells need the [train] and [sweep] extras: say so before any work
+        from noisealloc.theory._optional import require
+
+        for module in ("distributed", "jax", "optax"):
+            require(module, "noisealloc reproduce (figure 6's training cells; --only FIGURES skips them)")
     mnist = C.resolve_mnist(args.mnist)
     if mnist is not None and not Path(mnist).is_dir():
         raise FileNotFoundError(f"MNIST directory not found: {mnist}")

@@ -7,8 +7,8 @@ Examples::
     noisealloc schedule --from-data digits --compare s.json builtins.json
 
 The schedule is the square-root entropic density p_u ∝ sqrt(h_u) (or the entropic
-density p_u ∝ h_u) in the chosen coordinate u (THEORY.md section 4 (b)),
-exported in the schedule format of ``noisealloc.theory.schedule_io``.
+density p_u ∝ h_u) in the chosen coordinate u (docs/THEORY.md section 4 (b)),
+exported in the schedule format of ``noisealloc.theory.schedules.io``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def add_arguments(parser) -> None:
                              "against the available memory)")
     parser.add_argument("--samples", type=int, default=None,
                         help="Monte-Carlo samples per level where needed (default 4096; 1024 for --law smoothed)")
-    parser.add_argument("--law", choices=LAWS, default="auto",
+    parser.add_argument("--law", choices=("auto", "empirical", "smoothed"), default="auto",
                         help="law of --from-data: 'empirical' (the sample as a Dirac mixture: the h of a model that "
                              "memorises it), 'smoothed' (manifold-smoothed sample: a population h that plateaus at "
                              "d/2), or 'auto' (smoothed for images such as digits and mnist, empirical for data that "
@@ -50,81 +50,38 @@ def add_arguments(parser) -> None:
     parser.add_argument("--plot", metavar="FILE.png")
 
 
-LAWS = ("auto", "empirical", "smoothed")
-
-
-def resolve_law(choice: str, spec: str, model) -> tuple[str, str]:
-    """The law a schedule comes from, and why: ``("empirical" | "smoothed" | "exact", reason)``.
-
-    ``auto`` takes the model's own ``sample_of_continuous_law`` flag when it has one; otherwise a
-    data set of images (``digits``, ``mnist``) is a sample of a continuous law (smoothed), a
-    ``dirac:`` mixture or the atoms of an ``npz`` file are discrete by construction (empirical), and a
-    model that is not a finite sample (``gaussian:``, ``circle:``, an npz manifold) is its own
-    population law (exact).
-    """
-    kind = spec.split(":", 1)[0].strip().lower()
-    if not hasattr(model, "atoms"):
-        if choice not in ("auto",):
-            raise ValueError(f"--law {choice} applies to a finite sample (dirac:, digits, mnist, npz atoms); "
-                             f"{spec} is a population law already, so its h is exact (use --law auto)")
-        return "exact", "the model is a population law"
-    if choice != "auto":
-        return choice, "--law " + choice
-    flag = getattr(model, "sample_of_continuous_law", None)
-    if flag is not None:
-        return ("smoothed", "a sample of a continuous law") if flag else ("empirical", "discrete by construction")
-    if kind in ("digits", "mnist"):
-        return "smoothed", f"{kind} is a sample of a continuous law (images)"
-    return "empirical", f"{kind} atoms are discrete by construction"
-
-
 def _profile_from_data(args):
     import sys
 
-    from noisealloc.theory.data_scale import data_scale
-    from noisealloc.theory.datasets import load_data
-    from noisealloc.theory.entropic import schedule_from_model
     from noisealloc.theory.errors import check_interval
+    from noisealloc.theory.models.datasets import load_data
+    from noisealloc.theory.schedules.data_scale import data_scale
+    from noisealloc.theory.schedules.entropic import resolve_law, schedule_from_data
 
     lo = -12.0 if args.lam_min is None else args.lam_min
     hi = 12.0 if args.lam_max is None else args.lam_max
     lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
     model = load_data(args.from_data)
-    law, why = resolve_law(args.law, args.from_data, model)
-    lam = np.linspace(lo, hi, args.levels)
-    extra = {}
-    if law == "smoothed":
-        from noisealloc.theory.population import (
-            SMOOTHED_LEVELS,
-            SMOOTHED_SAMPLES,
-            population_schedule,
-            smoothed_empirical_law,
-        )
-
-        w = np.asarray(model.weights, dtype=np.float64)
-        if np.ptp(w) > 1e-12 * w.max():
-            raise ValueError(f"--law smoothed needs equally weighted atoms (a sample); {args.from_data} has "
-                             "unequal weights")
-        pop = smoothed_empirical_law(model.atoms)
-        d_hat = pop.intrinsic_dimension
-        n_lev = min(args.levels, SMOOTHED_LEVELS)
-        n_samples = SMOOTHED_SAMPLES if args.samples is None else args.samples
-        print(f"law: smoothed ({why}): {model.atoms.shape[0]} components, intrinsic dimension "
-              f"{d_hat.value:.3g} (Levina-Bickel, k = {d_hat.k}) -> rank {pop.rank}; h at {n_lev} levels x "
-              f"{n_samples} samples, interpolated to {args.levels}", file=sys.stderr, flush=True)
-        ps = population_schedule(model.atoms, lam, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
-                                 n_levels=SMOOTHED_LEVELS, n_samples=n_samples, rng=args.seed, law=pop)
-        res = ps.result
-        extra = {"plateau": ps.plateau, "intrinsic_dimension": d_hat.value, "rank": pop.rank}
+    choice = resolve_law(model, args.law)  # before the work: a refused --law costs nothing
+    if choice.law == "smoothed":
+        print(f"law: smoothed ({choice.reason}): {model.atoms.shape[0]} components; estimating the intrinsic "
+              "dimension and h", file=sys.stderr, flush=True)
     else:
-        print(f"law: {law} ({why})", file=sys.stderr, flush=True)
-        n_samples = 4096 if args.samples is None else args.samples
-        res = schedule_from_model(model, lam, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
-                                  n_samples=n_samples, rng=args.seed)
-    source = {"data": args.from_data, "law": law, "law_reason": why,
-              **{k: v for k, v in extra.items() if k != "plateau"}}
-    return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": res.method, "law": law,
-            "source": source, "schedule": res.schedule, "plateau": extra.get("plateau"),
+        print(f"law: {choice.law} ({choice.reason})", file=sys.stderr, flush=True)
+    lam = np.linspace(lo, hi, args.levels)
+    ds = schedule_from_data(model, lam, law=args.law, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
+                            n_samples=args.samples, rng=args.seed)
+    res = ds.result
+    extra = {}
+    if ds.smoothed is not None:
+        d_hat = ds.smoothed.intrinsic_dimension
+        print(f"smoothed law: intrinsic dimension {d_hat.value:.3g} (Levina-Bickel, k = {d_hat.k}) -> rank "
+              f"{ds.smoothed.rank}; h at {ds.n_levels} levels x {ds.n_samples} samples, interpolated to "
+              f"{args.levels}", file=sys.stderr, flush=True)
+        extra = {"intrinsic_dimension": d_hat.value, "rank": ds.smoothed.rank}
+    source = {"data": args.from_data, "law": choice.law, "law_reason": choice.reason, **extra}
+    return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": res.method, "law": choice.law,
+            "source": source, "schedule": res.schedule, "plateau": ds.plateau,
             "data_scale": data_scale(model, rng=args.seed)}
 
 
@@ -148,8 +105,8 @@ def _progress_printer(path):
 def _profile_from_losses(args):
     import sys
 
-    from noisealloc.theory.entropic import schedule_from_rate
-    from noisealloc.theory.loss_profiles import fit_mmse_profile, loss_profile_warnings, read_loss_csv
+    from noisealloc.theory.schedules.entropic import schedule_from_rate
+    from noisealloc.theory.information.from_losses import fit_mmse_profile, loss_profile_warnings, read_loss_csv
 
     table = read_loss_csv(args.from_losses, progress=_progress_printer(args.from_losses))
     if table.source.get("form") != "per-level":
@@ -178,39 +135,19 @@ def _profile_from_losses(args):
 def compare_rows(profile, schedules, coordinate: str):
     """Independent-learner loss factor of each schedule against the profile (Theorem 2).
 
-    Returns a list of ``(name, factor, mass_covered)``; the factor is infinite when
-    the schedule leaves part of the profile's interval untrained.
+    Returns a list of ``(name, LossFactor)``
+    (:func:`noisealloc.theory.schedules.entropic.schedule_loss_factor`, the one rule).
     """
-    from noisealloc.theory.coordinates import get_coordinate
-    from noisealloc.theory.entropic import independent_learner_factor
+    from noisealloc.theory.schedules.entropic import schedule_loss_factor
 
-    c = get_coordinate(coordinate)
-    lam = np.linspace(profile["lam"][0], profile["lam"][-1], 4001)
-    h = np.interp(lam, profile["lam"], profile["h"])
-    u = c.from_lam(lam)
-    order = np.argsort(u)
-    u, h = u[order], h[order]
-    h_u = h * np.abs(c.dlam_du(u))
-    rows = []
-    for name, s in schedules.items():
-        s_u = s.to(c.name)
-        lo, hi = s_u.interval
-        inside = (u >= lo) & (u <= hi)
-        p = np.zeros_like(u)
-        p[inside] = s_u.pdf(u[inside])
-        covered = float(np.trapezoid(np.where(inside, h_u, 0.0), u) / np.trapezoid(h_u, u))
-        if np.all(p > 0):
-            factor = independent_learner_factor(u, h_u, p)
-        else:
-            factor = float("inf")
-        rows.append((name, factor, covered))
-    return rows
+    return [(name, schedule_loss_factor(profile["lam"], profile["h"], s, coordinate=coordinate))
+            for name, s in schedules.items()]
 
 
 def _load_any(path):
     import json
 
-    from noisealloc.theory.schedule_io import load_json, load_schedules_json
+    from noisealloc.theory.schedules.io import load_json, load_schedules_json
 
     try:
         with open(path, encoding="utf-8") as fh:
@@ -251,7 +188,7 @@ def _inset_box(lam, h, y_top: float):
 #: The log inset of the h panel spans this many decades below the maximum of h: below it h carries no
 #: schedule mass worth seeing (the square-root density there is < 1e-4 of its peak).
 PLOT_LOG_DECADES = 8.0
-#: Heuristic schedules overlaid on the density panel, at the data's scale (THEORY.md §5).
+#: Heuristic schedules overlaid on the density panel, at the data's scale (docs/THEORY.md §5).
 PLOT_HEURISTICS = ("edm_lognormal", "cosine")
 
 
@@ -261,9 +198,9 @@ def _plot(path, profile, schedule, args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from noisealloc.commands._output import savefig_atomic
+    from noisealloc.theory.output import write_figure
     from noisealloc.theory.coordinates import get_coordinate
-    from noisealloc.theory.data_scale import SIGMA_DATA, shifted_heuristic_pdfs
+    from noisealloc.theory.schedules.data_scale import SIGMA_DATA, shifted_heuristic_pdfs
 
     c = get_coordinate(args.coordinate)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -337,13 +274,13 @@ def _plot(path, profile, schedule, args):
                                                      if k in ("data", "losses"))
                  + (f"; law: {law}" if law else ""), fontsize=10)
     fig.tight_layout()
-    savefig_atomic(fig, path)
+    write_figure(fig, path)
     plt.close(fig)
 
 
 def _check_size(args) -> None:
-    """Refuse sizes above the limits (noisealloc.theory.limits) or the available memory, before computing."""
-    from noisealloc.theory.limits import MAX_LEVELS, MAX_SAMPLES, check_memory, check_size
+    """Refuse sizes above the limits (noisealloc.theory.request_limits) or the available memory, before computing."""
+    from noisealloc.theory.request_limits import MAX_LEVELS, MAX_SAMPLES, check_memory, check_size
 
     allow = getattr(args, "allow_large", False)
     check_size("--levels", args.levels, MAX_LEVELS, minimum=3, allow_large=allow)
@@ -356,7 +293,7 @@ def _check_size(args) -> None:
 
 def run(args) -> int:
     from noisealloc import __version__
-    from noisealloc.theory.schedule_io import save_json
+    from noisealloc.theory.schedules.io import save_json
 
     if args.levels < 3:  # one rule for both sources: a profile needs 3 levels to have a shape
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
@@ -385,8 +322,11 @@ def run(args) -> int:
         print(f"\nindependent-learner loss factor in {args.coordinate} (1 = optimal sqrt law; ELBO weight, decoupled)")
         print("note: heuristic schedules assume their own data scale (EDM: sigma_data = 0.5); no lambda shift applied")
         print(f"{'schedule':<32} {'factor':>10} {'h mass covered':>15}")
-        for name, f, cov in sorted(rows, key=lambda r: r[1]):
-            print(f"{name:<32} {f:>10.4f} {cov:>15.2%}")
+        for name, lf in sorted(rows, key=lambda r: r[1].factor):
+            factor = f"{lf.factor:>10.4f}" if np.isfinite(lf.factor) else f"{'unbounded':>10}"
+            print(f"{name:<32} {factor} {lf.covered:>15.2%}")
+        if any(not np.isfinite(lf.factor) for _, lf in rows):
+            print("unbounded: the schedule puts no mass on levels where h > 0 (their learners never train)")
     if args.plot:
         _plot(args.plot, profile, schedule, args)
         print(f"wrote {args.plot}")

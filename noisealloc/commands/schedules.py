@@ -4,12 +4,12 @@ Prints one row per built-in schedule (mean and standard deviation of log-SNR
 lambda, the lambda interval and the interval in the chosen coordinate), writes
 all schedules, tabulated in the chosen coordinate, to one JSON file
 (``--out``; schema ``noisealloc.schedules`` v1, see
-:mod:`noisealloc.theory.schedule_io`) and plots their densities (``--plot``).
+:mod:`noisealloc.theory.schedules.io`) and plots their densities (``--plot``).
 """
 
 from __future__ import annotations
 
-from noisealloc.theory.limits import MAX_POINTS
+from noisealloc.theory.request_limits import MAX_POINTS
 
 #: Peak bytes per tabulated point of ``--out``: every built-in schedule's columns as Python floats
 #: and their JSON text (measured: 2.5 kB per point for 100 000 points).
@@ -66,7 +66,7 @@ def plot_schedules(schedules: dict, path, coordinate) -> None:
     ax.set_title(rf"Built-in training noise schedules in {coord.name}, truncated to $\lambda \in [{lam_lo:g}, {lam_hi:g}]$")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    from noisealloc.theory.schedule_io import atomic_write
+    from noisealloc.theory.output import atomic_write
 
     atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
     plt.close(fig)
@@ -75,11 +75,11 @@ def plot_schedules(schedules: dict, path, coordinate) -> None:
 def run(args) -> int:
     from noisealloc import __version__
     from noisealloc.theory.coordinates import get_coordinate
-    from noisealloc.theory.schedule_io import save_schedules_json
-    from noisealloc.theory.schedules import builtin_schedules
+    from noisealloc.theory.schedules.io import save_schedules_json
+    from noisealloc.theory.schedules.builtin import builtin_schedules
 
     coord = get_coordinate(args.coordinate)
-    from noisealloc.theory.limits import check_memory, check_size
+    from noisealloc.theory.request_limits import check_memory, check_size
 
     check_size("--points", args.points, MAX_POINTS, minimum=2, allow_large=getattr(args, "allow_large", False))
     if args.out:

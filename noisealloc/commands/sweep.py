@@ -1,6 +1,6 @@
 """``noisealloc sweep FILE.toml``: run an ablation sweep on a Dask cluster (cached, resumable).
 
-The sweep file format is documented in :mod:`noisealloc.verify.sweep`; two examples ship in
+The sweep file format is documented in :mod:`noisealloc.verify.experiments.sweep`; two examples ship in
 ``noisealloc/figures/sweeps/``.  Without ``--scheduler`` a LocalCluster of worker processes is
 started; with it the cells run on that existing cluster.  Rerunning a sweep computes only the cells
 whose cached result is missing (e.g. after an interruption) or whose code changed.  The summary plot
@@ -15,7 +15,7 @@ printed when ``summary.csv`` cannot be written.
 
 from __future__ import annotations
 
-from noisealloc.theory.limits import MAX_SWEEP_CELLS
+from noisealloc.theory.request_limits import MAX_SWEEP_CELLS
 
 __all__ = ["add_arguments", "run"]
 
@@ -35,10 +35,14 @@ def run(args) -> int:
     from pathlib import Path
 
     from noisealloc.figures.sweep_summary import plot_summary
-    from noisealloc.verify.sweep import load_sweep, run_sweep
+    from noisealloc.verify.experiments.sweep.spec import load_sweep
+    from noisealloc.verify.experiments.sweep.engine import run_sweep
 
     import sys
 
+    from noisealloc.theory._optional import require
+
+    require("distributed", "noisealloc sweep")  # the [sweep] extra, named before any work
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
     if args.workers > 256:

@@ -22,14 +22,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    import json
     import platform
     import time
 
     import numpy as np
 
     from noisealloc import __version__
-    from noisealloc.theory.schedule_io import atomic_write
+    from noisealloc.theory.output import write_json
     from noisealloc.verify.suite import format_table
     from noisealloc.verify.suite import run as run_suite
 
@@ -49,7 +48,6 @@ def run(args) -> int:
                "noisealloc": __version__, "numpy": np.__version__, "python": platform.python_version(),
                "seconds": total, "passed": all(r.holds for r in reports),
                "reports": [r.to_dict() for r in reports]}
-        text = json.dumps(doc, indent=1, allow_nan=False)
-        atomic_write(args.out, lambda fh: fh.write(text.encode("utf-8")))
+        write_json(args.out, doc, sort_keys=False)
         print(f"wrote {args.out}")
     return 0 if all(r.holds for r in reports) else 1

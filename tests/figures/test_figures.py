@@ -1,0 +1,366 @@
+"""Tests of the figure scripts, the report and the reproduce command.
+
+Default tier: the shared writers, the verdict rules (on synthetic numbers whose verdict is known), and
+bit-for-bit reproducibility of every figure's numbers at reduced sizes (module-level size tables patched),
+each run twice into two directories.  Slow tier: the same at the real ``--quick`` sizes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from noisealloc.figures import _common as C
+from noisealloc.figures import report as R
+
+
+# ------------------------------------------------------------------ shared writers
+def test_write_json_is_deterministic_and_encodes_nonfinite(tmp_path):
+    doc = {"b": np.array([1.0, np.inf, -np.inf, np.nan]), "a": (np.int64(3), np.float32(0.5)), "c": np.bool_(True)}
+    p1 = C.write_json(tmp_path / "x.json", doc)
+    p2 = C.write_json(tmp_path / "y.json", dict(reversed(list(doc.items()))))
+    assert p1.read_bytes() == p2.read_bytes()
+    back = json.loads(p1.read_text())
+    assert back["b"][1:] == ["inf", "-inf", "nan"] and back["a"] == [3, 0.5] and back["c"] is True
+    assert [C.from_json_float(v) for v in back["b"][:3]] == [1.0, np.inf, -np.inf]
+    assert 0.1 + 0.2 == json.loads(C.write_json(tmp_path / "z.json", {"v": 0.1 + 0.2}).read_text())["v"]
+
+
+def test_check_run_args_rejects_bad_seed(tmp_path):
+    for bad in (-1, 1.5, "0", True):
+        with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+            C.check_run_args(tmp_path, bad)
+
+
+# ------------------------------------------------------------------ verdict rules
+def test_verdict_rule():
+    assert R.verdict([True, True]) == "supported"
+    assert R.verdict([False, False]) == "not supported"
+    assert R.verdict([True, False]) == "mixed"
+    assert R.verdict([]) == "not measured"
+
+
+def _fig6_doc(disc, cont):
+    """Figure 6 numbers with a regime-(iii) row per kind; ``disc``/``cont`` are (ratio, lo, hi) of steps_EDM/steps_sqrt."""
+    def control(name, discrete):
+        return {"data": name, "discrete": discrete, "target": 1.0,
+                "N_to_target": {"sqrt-entropic": 100.0, "edm_lognormal": 50.0, "cosine": 100.0},
+                "ratio_vs_sqrt_entropic": {"sqrt-entropic": 1.0, "edm_lognormal": 0.5, "cosine": 1.0}}
+
+    def neural(name, discrete, r):
+        ratio, lo, hi = r
+        cmp = [{"name": "sqrt-entropic", "steps": 100.0, "final_mean": 1.0, "final_se": 0.1, "ratio": 1.0, "lo": 1.0,
+                "hi": 1.0},
+               {"name": "edm_lognormal", "steps": 100.0 * ratio, "final_mean": 1.0, "final_se": 0.1, "ratio": ratio,
+                "lo": lo, "hi": hi},
+               {"name": "entropic", "steps": 150.0, "final_mean": 1.2, "final_se": 0.1, "ratio": 1.5, "lo": 1.2,
+                "hi": 1.9}]
+        return {"data": name, "discrete": discrete, "comparison": {"target": 1.0, "rows": cmp}}
+    return {"rows": [control("d1", True), control("c1", False)], "seeds": [0], "interval": [-8, 8], "data_scale": "test",
+            "neural": {"rows": [neural("d1", True, disc), neural("c1", False, cont)], "target_rule": "test rule",
+                       "metric": "m", "sizes": {"steps": 10, "batch_size": 4}, "seeds": [0, 1], "h_note": "h"}}
+
+
+def test_interval_verdict_rule():
+    assert R.interval_verdict([True, True]) == "supported"
+    assert R.interval_verdict([False, False]) == "not supported"
+    assert R.interval_verdict([True, None]) == "inconclusive"
+    assert R.interval_verdict([False, None]) == "inconclusive"
+    assert R.interval_verdict([None]) == "inconclusive"
+    assert R.interval_verdict([True, False, None]) == "mixed"
+    assert R.interval_verdict([]) == "not measured"
+
+
+@pytest.mark.parametrize("disc, cont, v4, v5", [
+    ((3.0, 2.0, 4.0), (1.0, 0.9, 1.1), "supported", "supported"),      # helps on discrete, as fast as EDM on continuous
+    ((0.5, 0.4, 0.6), (0.1, 0.05, 0.2), "not supported", "not supported"),  # EDM faster everywhere (less so on discrete)
+    ((0.5, 0.4, 0.6), (2.0, 1.5, 3.0), "not supported", "supported"),  # hurts on discrete, helps on continuous
+    ((3.0, 0.9, 4.0), (1.0, 0.9, 1.1), "inconclusive", "supported"),   # discrete interval contains 1
+    ((3.0, 2.0, 4.0), (0.7, 0.5, 0.9), "supported", "inconclusive"),   # continuous interval contains 0.8
+    ((3.0, 2.0, 4.0), (0.5, 0.4, 0.6), "supported", "not supported"),  # steps_sqrt = 2 steps_EDM > 1.25
+])
+def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
+    C.write_json(tmp_path / "fig6_training.json", _fig6_doc(disc, cont))
+    claims = R.evaluate_claims(tmp_path)
+    assert claims["C4"]["verdict"] == v4
+    assert claims["C5"]["verdict"] == v5
+    assert claims["C1"]["verdict"] == "not measured"
+    text = R.write_report(tmp_path).read_text()
+    assert f"| C5: {R.CLAIMS[4][1]} | **{v5}** |" in text
+    assert "(i) Coupled control" in text  # the controls have their own rows
+    compared = {ln.split("|")[5].strip() for ln in text.splitlines() if ln.startswith("| d1 |") and "(sqrt:" in ln}
+    assert compared == {r["name"] for r in _fig6_doc(disc, cont)["neural"]["rows"][0]["comparison"]["rows"]} - {
+        "sqrt-entropic"}  # every schedule of the comparison has its row
+
+
+@pytest.mark.parametrize("sim, se, word", [
+    (1.30, 0.05, "yes"),            # agrees with 1.3 and clears 1 by 6 s.e.
+    (2.50, 0.58, "undecided"),      # agrees with 1.3, but 1 is within 4 s.e.
+    (2.00, 0.05, "no (14.0 s.e."),  # 14 s.e. from the prediction
+    (2.00, 0.0, "no (off the prediction, zero s.e.)"),  # degenerate: never a division by zero
+])
+def test_fig6_independent_control_words(sim, se, word):
+    # Regime (ii)'s row says "undecided" when the factor cannot be told from 1, never "no" for a noisy agreement.
+    f6 = {"rows": [], "independent": {"model": "m", "N": 10, "seeds": 5, "finite_n": "exact",
+                                      "rows": [{"schedule": "cosine", "simulated_factor": sim, "simulated_se": se,
+                                                "exact_factor": 1.3, "predicted_factor": 1.25}]}}
+    row = [ln for ln in R.fig6_controls(f6) if ln.startswith("| cosine |")]
+    assert len(row) == 1 and row[0].split("|")[5].strip().startswith(word), row
+
+
+def test_coupling_claims_follow_the_numbers(tmp_path):
+    def case(e1, e2, w1, w2):
+        return {"data": "x", "family": "f", "lam": [0, 1], "entropic_weights": [0.5, 0.5], "errors": [],
+                "rows": [{"J": 1, "n_atoms": 1, "atom_bound": 4, "gap": 0.0, "converged": True, "efficiency": e1, "w1": w1},
+                         {"J": 16, "n_atoms": 9, "atom_bound": 99, "gap": 0.0, "converged": True, "efficiency": e2, "w1": w2}]}
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [case(0.3, 0.95, 2.0, 0.5)], "sizes": {}})
+    c = R.evaluate_claims(tmp_path)
+    assert (c["C2"]["verdict"], c["C3"]["verdict"], c["C1"]["verdict"]) == ("supported", "supported", "supported")
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [case(0.3, 0.95, 2.0, 0.5), case(0.95, 0.5, 0.5, 2.0)],
+                                                   "sizes": {}})
+    c = R.evaluate_claims(tmp_path)
+    assert (c["C2"]["verdict"], c["C3"]["verdict"]) == ("mixed", "mixed")
+
+
+# ------------------------------------------------------------------ reproducibility at reduced sizes
+def _run_twice(mod, tmp_path, **kw):
+    a, b = tmp_path / "a", tmp_path / "b"
+    ra = mod.run(a, quick=True, seed=0, **kw)
+    rb = mod.run(b, quick=True, seed=0, **kw)
+    assert ra["numbers"].read_bytes() == rb["numbers"].read_bytes()
+    assert ra["png"].stat().st_size > 10_000
+    cfg = json.loads(ra["config"].read_text())
+    assert cfg["seed"] == 0 and cfg["versions"]["numpy"] == np.__version__
+    return json.loads(ra["numbers"].read_text())
+
+
+def test_fig1_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig1_entropy as F
+
+    monkeypatch.setattr(F, "DISCRETE_SPECS", ("dirac:K=2,D=1,sep=2,seed=0",))
+    monkeypatch.setattr(F, "CONTINUOUS_SPECS", ("gaussian:D=4,k=1,seed=0",))
+    monkeypatch.setattr(F, "IMAGE_SPECS", ())
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -8.0, "lam_max": 8.0, "levels": 17,
+                                                 "mc_samples_digits": 16, "mc_samples_mnist": 16})
+    doc = _run_twice(F, tmp_path)
+    row = doc["rows"][0]
+    assert row["budget"]["holds"] and abs(row["budget"]["integral"] - np.log(2)) < 1e-6
+    assert doc["rows"][1]["spec"] == "gaussian:D=4,k=1,seed=0" and doc["rows"][1]["i_mmse"]["holds"]
+
+
+def test_fig2_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig2_atoms as F
+
+    monkeypatch.setattr(F, "_cases", lambda q: [{"data": "dirac:K=3,D=1,sep=2,seed=0", "family": "random-features",
+                                                 "opts": {"q": 4, "n_mc": 256}}])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -6.0, "lam_max": 6.0, "levels": 25})
+    doc = _run_twice(F, tmp_path)
+    r = doc["rows"][0]["L"]
+    assert r["n_atoms"] <= r["atom_bound"]
+    # Kiefer-Wolfowitz, recomputed from the stored numbers: sensitivity <= value on the grid.
+    assert max(r["sensitivity"]) <= r["bound"] * (1 + 1e-6)
+
+
+def test_fig3_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig3_coupling as F
+
+    monkeypatch.setattr(F, "CASES", ({"data": "gaussian:D=4,k=1,seed=0", "family": None, "lam_min": -6.0,
+                                       "lam_max": 6.0},))
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "levels": 25, "criterion": "sandwich"})
+    doc = _run_twice(F, tmp_path)
+    assert [r["J"] for r in doc["cases"][0]["rows"]] == [1, 2]
+
+
+def test_fig5_reproducible_small(tmp_path, monkeypatch):
+    from noisealloc.figures import fig5_efficiency as F
+
+    monkeypatch.setattr(F, "_specs", lambda m: ["dirac:K=2,D=1,sep=2,seed=0"])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"lam_min": -8.0, "lam_max": 8.0, "levels": 33, "rf_q": 4,
+                                                 "rf_n_mc": 128, "rf_n_mc_images": 64, "h_samples": 64})
+    doc = _run_twice(F, tmp_path)
+    t = doc["rows"][0]["table"]
+    # Theorem 2: the sqrt-entropic schedule attains the independent-learner optimum (factor 1), all others >= 1.
+    assert t["sqrt-entropic"]["il_factor"] == pytest.approx(1.0, abs=1e-9)
+    assert all(C.from_json_float(v["il_factor"]) >= 1 - 1e-9 for v in t.values())
+    assert all(C.from_json_float(v["V_ratio"]) >= 1 - 1e-6 for v in t.values())
+
+
+class _LazyInlineClient:
+    """A stand-in for a Dask client: each task runs in this process when its result is asked for, so a sweep
+    stopped after k cells (``stop_after``) has computed exactly k, like a killed run."""
+
+    def submit(self, fn, *args, key=None, pure=None):
+        class Future:
+            def __init__(self):
+                self._done, self._value = False, None
+
+            def result(self):
+                if not self._done:
+                    self._value, self._done = fn(*args), True
+                return self._value
+
+            def done(self):
+                return self._done
+
+            def cancel(self):
+                pass
+
+        return Future()
+
+
+def _fig6_small(monkeypatch, *, stop=None):
+    """Figure 6 at tiny sizes with the real sweep engine run in this process; ``stop = {kind: k}`` stops that
+    regime's sweep after k computed cells (an interrupted run)."""
+    import distributed
+
+    from noisealloc.figures import fig6_training as F
+    from noisealloc.verify.experiments import sweep as S
+
+    monkeypatch.setattr(F, "coupled_data", lambda m=None: ["dirac:K=3,D=1,sep=1,seed=0", "dirac:K=2,D=2,sep=1,seed=0"])
+    monkeypatch.setattr(F, "_sizes", lambda q: {"N_values": [32, 128], "seeds": 2, "q": 16, "ridge": 1e-3,
+                                                 "eval_levels": 9, "eval_n": 16, "h_levels": 17, "h_samples": 64})
+    monkeypatch.setattr(F, "IL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "cosine"))  # the grid; the cells index the full tuple
+    monkeypatch.setattr(F, "_independent_sizes", lambda q: {"N": 4000, "cells": 8, "seeds": 5})
+    monkeypatch.setattr(F, "_neural_sizes", lambda q: {
+        "steps": 8, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2, "checkpoints": 2,
+        "eval_levels": 9, "eval_n": 32, "h_levels": 17, "h_samples": 64, "online_refresh": 4})
+    monkeypatch.setattr(F, "_neural_data", lambda q, m: ["dirac:K=3,D=8,sep=1,seed=0"])
+    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal"))
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
+    stop = stop or {}
+
+    def inline(spec, cells_dir, scheduler, shared_dir=None):
+        kind = next(k for k, v in S.CELL_KINDS.items() if v == spec.kind)
+        return S.run_sweep(spec, cells_dir, client=_LazyInlineClient(), stop_after=stop.get(kind),
+                           shared_dir=shared_dir)
+
+    monkeypatch.setattr(F, "_run_cells", inline)
+    return F
+
+
+def test_fig6_coupled_control_small(tmp_path, monkeypatch):
+    F = _fig6_small(monkeypatch)
+    a, counts = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path / "a")
+    b, _ = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path / "b")
+    assert counts["total"] == counts["computed"] == 2 and counts["cached"] == 0
+    row = a["rows"][0]
+    assert row["data"] == "dirac:K=3,D=1,sep=1,seed=0" and row["dim"] == 1
+    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
+    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+    np.testing.assert_array_equal(row["curves"]["edm_lognormal"]["gaps"], b["rows"][0]["curves"]["edm_lognormal"]["gaps"])
+
+
+def test_fig6_cell_names_rejected():
+    from noisealloc.verify.experiments import regime_cells as F
+
+    with pytest.raises(ValueError, match="data must be dirac"):
+        F.coupled_model("mnist:")
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        F.cell_independent(schedule="karras", seed=0, N=100, cells=4, seeds=2)
+
+
+def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch):
+    """Every regime is cached: a run stopped in regime (i), then one stopped in regime (iii), then a finishing
+    run compute each cell exactly once, and give the numbers of an uninterrupted run byte for byte."""
+    from noisealloc.verify.experiments.sweep.engine import run_counts
+
+    out = tmp_path / "resumed"
+    F = _fig6_small(monkeypatch, stop={"fig6-coupled": 1})
+    with pytest.raises(RuntimeError, match=r"regime \(i\): 1 of 2 cells missing"):
+        F.run(out, quick=True, seed=0)
+    F = _fig6_small(monkeypatch, stop={"neural": 1})
+    with pytest.raises(RuntimeError, match=r"regime \(iii\): 3 of 4 cells missing"):
+        F.run(out, quick=True, seed=0)
+    F = _fig6_small(monkeypatch)
+    resumed = F.run(out, quick=True, seed=0)
+    cells = json.loads((out / F.CELLS_FILE).read_text())
+    assert cells["cells"] == {"total": 4, "cached": 1, "computed": 3}  # regime (iii)
+    assert {k: cells["coupled"][k] for k in ("total", "cached", "computed")} == {"total": 2, "cached": 2, "computed": 0}
+    assert {k: cells["independent"][k] for k in ("total", "cached", "computed")} == {"total": 3, "cached": 3,
+                                                                                      "computed": 0}
+    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (F.SCHEDULE_CELLS_DIR, 1), (F.CELLS_DIR, 4)):
+        counts = run_counts(out / sub)
+        assert len(counts) == n and set(counts.values()) == {1}, (sub, counts)  # each cell computed once
+    # the entropy-rate profile was built by the schedule cell and only read by the training cells
+    assert [json.loads(f.read_text())["name"] for f in (out / F.SHARED_DIR).glob("*.json")] == ["fig6 entropy rate"]
+    assert cells["schedules"]["computed"] == 0 and cells["schedules"]["total"] == 1
+    again = F.run(out, quick=True, seed=0)  # all cached: nothing computed, same bytes
+    cells = json.loads((out / F.CELLS_FILE).read_text())
+    assert [cells[k]["computed"] for k in ("cells", "coupled", "independent")] == [0, 0, 0]
+    text = R.write_report(out).read_text()
+    assert "Cells: 4 (4 reused from the cell cache, 0 computed" in text
+    assert "Regime (i): 2 cells (2 reused, 0 computed" in text and "Regime (ii): 3 cells (3 reused, 0 computed" in text
+    fresh = F.run(tmp_path / "fresh", quick=True, seed=0)
+    assert resumed["numbers"].read_bytes() == fresh["numbers"].read_bytes() == again["numbers"].read_bytes()
+    doc = json.loads(fresh["numbers"].read_text())
+    assert [r["data"] for r in doc["rows"]] == ["dirac:K=3,D=1,sep=1,seed=0", "dirac:K=2,D=2,sep=1,seed=0"]
+    assert [r["schedule"] for r in doc["independent"]["rows"]] == list(F.IL_SCHEDULES)
+
+
+def test_fig6_changed_size_is_not_reused(tmp_path, monkeypatch):
+    """A cached regime-(i) cell of other sizes is never reused: the cell key holds every size."""
+    F = _fig6_small(monkeypatch)
+    _, first = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+    assert first["computed"] == 2
+    _, same = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+    assert same["cached"] == 2 and same["computed"] == 0
+    _, other_seed = F._compute_coupled(quick=True, seed=1, out_dir=tmp_path / "s")
+    assert other_seed["computed"] == 2
+    sizes = F._sizes(True)
+    monkeypatch.setattr(F, "_sizes", lambda q: {**sizes, "q": 8})
+    with pytest.raises(ValueError, match="holds another sweep"):  # refused, never silently mixed
+        F._compute_coupled(quick=True, seed=0, out_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_fig6_reproducible_small(tmp_path, monkeypatch):
+    """All three regimes at tiny sizes, twice, bit for bit."""
+    F = _fig6_small(monkeypatch)
+    monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "online"))
+    doc = _run_twice(F, tmp_path)
+    row = doc["rows"][0]
+    assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
+    assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
+    neu = doc["neural"]["rows"][0]
+    assert neu["steps"] == [0, 4, 8] and set(neu["mean"]) == {"sqrt-entropic", "edm_lognormal", "online"}
+    assert neu["h_source"] == "exact (law)" and neu["gap_mean"] is not None
+    assert {r["schedule"] for r in doc["independent"]["rows"]} == set(F.IL_SCHEDULES)
+    assert (tmp_path / "a" / "fig6_cells.json").exists()
+
+
+# ------------------------------------------------------------------ reproducibility at the real --quick sizes
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency",
+                                  "fig6_training"])
+def test_quick_figure_bit_for_bit(tmp_path, name):
+    import importlib
+
+    _run_twice(importlib.import_module(f"noisealloc.figures.{name}"), tmp_path)
+
+
+# ------------------------------------------------------------------ command line
+def test_reproduce_bad_input(tmp_path, capsys):
+    from noisealloc.cli import main
+
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig9"]) == 2
+    assert "unknown figures" in capsys.readouterr().err
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig2_atoms", "--mnist", str(tmp_path / "nope")]) == 2
+    assert main(["reproduce", "--out", str(tmp_path), "--seed", "-1"]) == 2
+
+
+def test_reproduce_continues_past_a_failing_figure(tmp_path, monkeypatch, capsys):
+    from noisealloc.cli import main
+    from noisealloc.figures import fig3_coupling
+
+    def boom(*a, **k):
+        raise RuntimeError("synthetic failure")
+
+    monkeypatch.setattr(fig3_coupling, "run", boom)
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [], "sizes": {}})  # stale numbers from an earlier run
+    assert main(["reproduce", "--out", str(tmp_path), "--only", "fig3_coupling"]) == 1
+    assert "synthetic failure" in (tmp_path / "fig3_coupling.error.txt").read_text()
+    assert not (tmp_path / "fig3_coupling.json").exists()
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "Figures that failed" in text and "not measured" in text

@@ -1,0 +1,1 @@
+"""Shared test helpers: hypothesis strategies, mpmath references, fork helpers."""

@@ -1,0 +1,58 @@
+"""Information quantities along the forward process (docs/THEORY.md section 2): estimates, entropy rates,
+the budget and I--MMSE identities with their one pass rule each, the information profile pipeline,
+entropy rates from measured losses (batch and online) and the information matrices of denoiser
+families (section 4).
+"""
+
+from noisealloc._lazy import lazy_exports
+
+_EXPORTS = {
+    'budget': 'noisealloc.theory.information.budget',
+    'from_losses': 'noisealloc.theory.information.from_losses',
+    'i_mmse': 'noisealloc.theory.information.i_mmse',
+    'matrices': 'noisealloc.theory.information.matrices',
+    'profile': 'noisealloc.theory.information.profile',
+    'rates': 'noisealloc.theory.information.rates',
+    'BudgetResult': 'noisealloc.theory.information.budget',
+    'budget_integral': 'noisealloc.theory.information.budget',
+    'BUDGET_RULE': 'noisealloc.theory.information.budget',
+    'BudgetCheck': 'noisealloc.theory.information.budget',
+    'budget_check': 'noisealloc.theory.information.budget',
+    'budget_check_from_samples': 'noisealloc.theory.information.budget',
+    'budget_check_on_grid': 'noisealloc.theory.information.budget',
+    'QUADRATURE_STATUS': 'noisealloc.theory.information.budget',
+    'PARAMETERISATIONS': 'noisealloc.theory.information.from_losses',
+    'LossTable': 'noisealloc.theory.information.from_losses',
+    'MMSEProfile': 'noisealloc.theory.information.from_losses',
+    'read_loss_csv': 'noisealloc.theory.information.from_losses',
+    'bin_losses': 'noisealloc.theory.information.from_losses',
+    'loss_profile_warnings': 'noisealloc.theory.information.from_losses',
+    'PER_LEVEL_MAX_ROWS': 'noisealloc.theory.information.from_losses',
+    'DEFAULT_LOSS_BINS': 'noisealloc.theory.information.from_losses',
+    'POOR_FIT_REDUCED_CHI2': 'noisealloc.theory.information.from_losses',
+    'POOR_FIT_LOG_RMS': 'noisealloc.theory.information.from_losses',
+    'x0_loss_from': 'noisealloc.theory.information.from_losses',
+    'fit_mmse_profile': 'noisealloc.theory.information.from_losses',
+    'I_MMSE_RULE': 'noisealloc.theory.information.i_mmse',
+    'IMMSECheck': 'noisealloc.theory.information.i_mmse',
+    'i_mmse_check': 'noisealloc.theory.information.i_mmse',
+    'IMMSEMonteCarloCheck': 'noisealloc.theory.information.i_mmse',
+    'FamilyMatrices': 'noisealloc.theory.information.matrices',
+    'FAMILIES': 'noisealloc.theory.information.matrices',
+    'ENTROPY_RATE_SAMPLES': 'noisealloc.theory.information.matrices',
+    'posterior_weight_matrices': 'noisealloc.theory.information.matrices',
+    'gaussian_linear_matrices': 'noisealloc.theory.information.matrices',
+    'gaussian_linear_sympy': 'noisealloc.theory.information.matrices',
+    'random_feature_matrices': 'noisealloc.theory.information.matrices',
+    'spline_matrices': 'noisealloc.theory.information.matrices',
+    'bspline_basis': 'noisealloc.theory.information.matrices',
+    'build_family_matrices': 'noisealloc.theory.information.matrices',
+    'natural_family': 'noisealloc.theory.information.matrices',
+    'InformationProfile': 'noisealloc.theory.information.profile',
+    'information_profile': 'noisealloc.theory.information.profile',
+    'grid_quadrature_weights': 'noisealloc.theory.information.rates',
+    'model_entropy_rate': 'noisealloc.theory.information.rates',
+    'gregory_weights': 'noisealloc.theory.information.rates',
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

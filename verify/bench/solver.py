@@ -1,0 +1,574 @@
+"""``noisealloc bench solver``: A-optimal design solvers against CVXPY + Clarabel.
+
+Problems (W = I):
+
+* ``cheb19``: degree-19 Chebyshev regression on ``n`` equally spaced points of [-1, 1]
+  (m = 20, rank-one ``A_i = f(x_i) f(x_i)^T``, ``f`` the Chebyshev basis);
+* ``rank3``: a rank-3 smooth random curve, ``A(x) = F(x) F(x)^T`` with
+  ``F(x) = sum_k T_k(x) B_k`` (``B_k`` 8 x 3, fixed seed 20260531, k <= 4), m = 8;
+* ``model-like``: a posterior-weight-like curve in the log-SNR ``lam`` in [-8, 8]:
+  ``f_k(lam) = sigmoid(lam - c_k) * exp(-(lam - c_k)^2 / 8)`` for 10 centres, plus a
+  rank-one ``e^{lam/2} sigmoid(-lam)`` term, so ``A(lam) = f f^T + g g^T`` (rank 2, m = 10).
+  (The real model-derived problems need the posterior engine; see issue 4.)
+
+For each ``n`` our solver runs to a certified relative gap of 1e-8; for n in
+{500, 2000} on ``cheb19`` CVXPY + Clarabel solves Sagnol's second-order-cone form of
+A-optimal design,
+
+    min sum_i ||z_i||_2  s.t.  sum_i f(x_i) z_i^T = I,    w_i = ||z_i|| / sum_j ||z_j||,
+
+(Sagnol 2011, "Computing optimal designs of multiresponse experiments reduces to
+second-order cone programming", J. Stat. Plan. Inference 141), and both allocations
+are certified by the same code (:func:`noisealloc.solvers.certify`).  Times are
+wall-clock in this run; the ratio is CVXPY time / our time.
+
+:func:`measure` runs the benchmark and returns a :class:`SolverBenchResult`; the ``noisealloc bench
+solver`` front end that parses and prints is :mod:`noisealloc.commands.bench`.
+
+Both modes end with a ``reduce_support`` row (:func:`measure_reduction`): Carathéodory reduction
+of dense weights at n = 1000, m = 10, and the updated-QR sweep against the former SVD elimination
+at n = 200.  ``bench solver --kernels`` instead times each compiled solver kernel against its numpy
+reference on the same inputs (:func:`measure_kernels`; first call excluded) and prints why each
+is or is not wired into the solvers (:mod:`noisealloc.solvers._kernels`).
+
+E-optimal rows (:func:`measure_e`): ``solve(A, 'E')`` on :func:`cheb_problem` ``(m, n)`` (Chebyshev
+degree ``m - 1`` on ``n`` points), its certified relative gap (spectraplex dual of
+:func:`noisealloc.solvers.certificates.e_dual_bound`) and, where cvxpy and clarabel are installed,
+CVXPY + Clarabel on the SDP :math:`\\max_{p \\in \\Delta} \\lambda_{\\min}(\\sum_i p_i A_i)`, certified by
+the same code; the ratio is CVXPY time / our time in the same run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "KernelBenchRow", "KernelBenchResult",
+           "measure_kernels", "ReductionBenchRow", "measure_reduction"]
+
+__all__ = ["EBenchRow", "SolverBenchRow", "SolverBenchResult", "cheb_problem", "measure", "measure_e", "problem"]
+
+
+def problem(name: str, n: int):
+    """Grid and matrices of a benchmark problem.
+
+    Parameters
+    ----------
+    name : {'cheb19', 'rank3', 'model-like'}
+        Problem (module docstring).
+    n : int
+        Grid size.
+
+    Returns
+    -------
+    grid : ndarray, shape (n,)
+    A : ndarray, shape (n, m, m)
+    """
+    if name == "cheb19":
+        x = np.linspace(-1.0, 1.0, n)
+        F = np.polynomial.chebyshev.chebvander(x, 19)
+        return x, F[:, :, None] * F[:, None, :]
+    if name == "rank3":
+        x = np.linspace(-1.0, 1.0, n)
+        rng = np.random.default_rng(20260531)
+        B = rng.normal(size=(5, 8, 3))
+        T = np.polynomial.chebyshev.chebvander(x, 4)
+        F = np.einsum("nk,kar->nar", T, B)
+        return x, F @ np.swapaxes(F, 1, 2)
+    if name == "model-like":
+        lam = np.linspace(-8.0, 8.0, n)
+        c = np.linspace(-6.0, 6.0, 10)
+        sig = 1.0 / (1.0 + np.exp(-(lam[:, None] - c[None, :])))
+        f = sig * np.exp(-((lam[:, None] - c[None, :]) ** 2) / 8.0)
+        g = (np.exp(lam / 2) / (1 + np.exp(lam)))[:, None] * np.linspace(0.5, 1.5, 10)[None, :]
+        return lam, f[:, :, None] * f[:, None, :] + g[:, :, None] * g[:, None, :]
+    raise ValueError(f"unknown benchmark problem {name!r}; allowed: 'cheb19', 'rank3', 'model-like'")
+
+
+def _cvxpy_socp(x_grid, deg=19):
+    import cvxpy as cp
+
+    F = np.polynomial.chebyshev.chebvander(x_grid, deg)
+    n, m = F.shape
+    Z = cp.Variable((n, m))
+    cons = [F.T @ Z == np.eye(m)]
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.norm(Z, 2, axis=1))), cons)
+    prob.solve(solver=cp.CLARABEL)
+    z = np.linalg.norm(Z.value, axis=1)
+    w = np.maximum(z, 0.0)
+    return w / w.sum(), prob.status
+
+
+@dataclass(frozen=True)
+class SolverBenchRow:
+    """One benchmark run (our solver, and the CVXPY baseline where it ran).
+
+    Attributes
+    ----------
+    name : str
+    n, m : int
+        Grid size and parameter count.
+    seconds : float
+        Wall time of :func:`noisealloc.solvers.solve`.
+    certificate : Certificate
+        Recomputed from the allocation alone (:func:`noisealloc.solvers.certify`).
+    n_reduced, n_merged : int
+        Atoms after Carathéodory reduction and after merging adjacent atoms.
+    merge_rel_increase : float
+        Relative value increase of the merge (its O(h^2) cost).
+    njev : int
+        Full gradient evaluations of the solve.
+    cvxpy : dict or None
+        ``seconds``, ``status``, ``certificate``, ``n_atoms`` (weights > 1e-9 max) and ``ratio``
+        (CVXPY time / ours) where the baseline ran.
+    """
+
+    name: str
+    n: int
+    m: int
+    seconds: float
+    certificate: object
+    n_reduced: int
+    n_merged: int
+    merge_rel_increase: float
+    njev: int
+    cvxpy: dict | None = None
+
+
+@dataclass(frozen=True)
+class SolverBenchResult:
+    """Result of :func:`measure`.
+
+    Attributes
+    ----------
+    rows : list of SolverBenchRow
+    scaling : dict
+        ``name -> (n0, n1, time(n1) / time(n0))`` for problems run at two sizes or more.
+    cvxpy_available : bool
+    """
+
+    rows: list
+    scaling: dict = field(default_factory=dict)
+    cvxpy_available: bool = False
+
+
+def _cvxpy_available() -> bool:
+    """Whether the CVXPY + Clarabel baseline can run (both optional packages import)."""
+    try:
+        import clarabel  # noqa: F401
+        import cvxpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000), *, cvxpy_sizes=(500, 2000),
+            use_cvxpy: bool = True) -> SolverBenchResult:
+    """Run the benchmark: our A-optimal solver (and CVXPY + Clarabel on ``cheb19``), certified alike.
+
+    Parameters
+    ----------
+    problems : sequence of str
+        Problem names (see :func:`problem`).
+    sizes : sequence of int
+        Grid sizes (each >= 2).
+    cvxpy_sizes : sequence of int
+        Sizes at which the CVXPY baseline runs (``cheb19`` only).
+    use_cvxpy : bool
+        Run the baseline when cvxpy and clarabel are installed.
+
+    Returns
+    -------
+    SolverBenchResult
+    """
+    from noisealloc.solvers import certify, merge_atoms, reduce_support, solve
+
+    sizes = [int(s) for s in sizes]
+    if not sizes or min(sizes) < 2:
+        raise ValueError(f"sizes must be integers >= 2; got {sizes!r}")
+    have_cvxpy = use_cvxpy and _cvxpy_available()
+    rows, times = [], {}
+    for name in problems:
+        for n in sizes:
+            lam, A = problem(name, n)
+            t0 = time.perf_counter()
+            res = solve(A, "A", grid=lam)
+            t_ours = time.perf_counter() - t0
+            cert = certify(A, res.weights, "A")
+            red = reduce_support(A, res.weights, "A")
+            mer = merge_atoms(A, red.weights, "A", rtol=1e-6)  # O(h^2) cost of collapsing split atoms
+            times[(name, n)] = t_ours
+            cv = None
+            if name == "cheb19" and have_cvxpy and n in cvxpy_sizes:
+                t0 = time.perf_counter()
+                w, status = _cvxpy_socp(lam)
+                t_cv = time.perf_counter() - t0
+                cv = {"seconds": t_cv, "status": status, "certificate": certify(A, w, "A"),
+                      "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
+            rows.append(SolverBenchRow(name=name, n=n, m=A.shape[1], seconds=t_ours, certificate=cert,
+                                       n_reduced=red.n_atoms_after, n_merged=mer.n_atoms_after,
+                                       merge_rel_increase=(mer.value_after - mer.value_before) / abs(mer.value_before),
+                                       njev=res.njev, cvxpy=cv))
+    scaling = {}
+    for name in problems:
+        ns = [n for n in sizes if (name, n) in times]
+        if len(ns) >= 2:
+            scaling[name] = (ns[0], ns[-1], times[(name, ns[-1])] / times[(name, ns[0])])
+    return SolverBenchResult(rows=rows, scaling=scaling, cvxpy_available=have_cvxpy)
+
+
+# ------------------------------------------------------------------ kernels (bench solver --kernels)
+
+
+@dataclass(frozen=True)
+class KernelBenchRow:
+    """One compiled kernel against its numpy reference (:mod:`noisealloc.solvers._kernels`), same inputs.
+
+    Attributes
+    ----------
+    name : str
+        Kernel name.
+    case : str
+        Input sizes.
+    numba_seconds, numpy_seconds : float
+        Best of ``repeat`` calls each, after a warm-up call (compile or cache load excluded).
+    ratio : float
+        ``numpy_seconds / numba_seconds``: above 1 the kernel wins.
+    max_rel_diff : float
+        Largest difference between the two results, relative to the largest entry of the reference.
+    wired : bool
+        Whether the solvers call the kernel (:data:`noisealloc.solvers._kernels.WIRED`).
+    verdict : str
+        Why it is or is not wired (:data:`noisealloc.solvers._kernels.VERDICTS`).
+    """
+
+    name: str
+    case: str
+    numba_seconds: float
+    numpy_seconds: float
+    ratio: float
+    max_rel_diff: float
+    wired: bool
+    verdict: str = ""
+
+
+@dataclass(frozen=True)
+class KernelBenchResult:
+    """Result of :func:`measure_kernels`.
+
+    Attributes
+    ----------
+    rows : list of KernelBenchRow
+    warmup_seconds : dict
+        Kernel name -> time of its first call (numba compile, or load from numba's cache), excluded
+        from the rows.
+    cold_seconds : float or None
+        In a fresh interpreter: ``import numba`` plus the first call of ``weighted_sum`` (cache load),
+        the price the first solver call in a process would pay for a wired kernel.
+    solve_seconds : float or None
+        One warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``, for scale.
+    have_numba : bool
+        False when numba is missing or disabled (then nothing is measured).
+    """
+
+    rows: list
+    warmup_seconds: dict
+    cold_seconds: float | None
+    solve_seconds: float | None
+    have_numba: bool
+
+
+def _best(fn, repeat):
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure_kernels(cases=((1000, 10), (20000, 10), (2000, 20)), *, support=40, repeat=30,
+                    solve_problem=("cheb19", 2000)) -> KernelBenchResult:
+    """Time every solver kernel against its numpy reference in one run, one BLAS thread (the solvers' setting).
+
+    Inputs per case ``(n, m)``: ``A_i = f_i f_i^T + g_i g_i^T`` with standard normal ``f, g`` (seed 0),
+    a sparse support of ``support`` candidates, a random symmetric ``D``.  The first call of each
+    kernel (numba compile or cache load) is timed separately and excluded.  For scale, the cost of
+    numba in a fresh process (import and the first kernel call, in a subprocess) and the time of one
+    warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``.
+
+    Parameters
+    ----------
+    cases : sequence of (int, int)
+        ``(n, m)`` of the inputs.
+    support : int
+        Size of the sparse support (``weighted_sum``, ``hessian_logdet``).
+    repeat : int
+        Best of this many calls.
+    solve_problem : (str, int) or None
+        Problem name (:func:`problem`) and ``n`` of the solve timed for scale; None skips it and the
+        fresh-process measurement.
+
+    Returns
+    -------
+    KernelBenchResult
+    """
+    from noisealloc.solvers import single_blas_thread
+    from noisealloc.theory import _numba
+
+    if not _numba.HAVE_NUMBA:
+        return KernelBenchResult(rows=[], warmup_seconds={}, cold_seconds=None, solve_seconds=None, have_numba=False)
+    from noisealloc.solvers import _kernels as K
+
+    rows, warm = [], {}
+
+    def rel(a, b):
+        return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), np.finfo(float).tiny))
+
+    def add(name, case, fn_nb, fn_np, result):
+        if name not in warm:
+            t0 = time.perf_counter()
+            fn_nb()
+            warm[name] = time.perf_counter() - t0
+        t_nb, t_np = _best(fn_nb, repeat), _best(fn_np, repeat)
+        rows.append(KernelBenchRow(name=name, case=case, numba_seconds=t_nb, numpy_seconds=t_np, ratio=t_np / t_nb,
+                                   max_rel_diff=rel(result(), fn_np()), wired=bool(K.WIRED[name]),
+                                   verdict=K.VERDICTS[name]))
+
+    with single_blas_thread():
+        for n, m in cases:
+            rng = np.random.default_rng(0)
+            f, g = rng.standard_normal((2, n, m))
+            A = f[:, :, None] * f[:, None, :] + g[:, :, None] * g[:, None, :]
+            Af = A.reshape(n, m * m)
+            s = min(support, n)
+            idx = np.sort(rng.choice(n, s, replace=False))
+            w = rng.dirichlet(np.ones(s))
+            D = rng.standard_normal((m, m))
+            D = (D + D.T).ravel()
+            Kinv = np.linalg.inv(A.mean(axis=0))
+            p = rng.dirichlet(np.ones(n))
+            gs = -np.abs(rng.standard_normal(n))
+            o_ws, o_s, o_h, o_q = np.empty(m * m), np.empty(n), np.empty((s, s)), np.empty(n)
+            case = f"n={n} m={m}"
+            add("weighted_sum", f"{case} support {s}", lambda: K.weighted_sum(Af, idx, w, o_ws),
+                lambda: K.weighted_sum_numpy(Af, idx, w), lambda: o_ws)
+            add("sensitivities", case, lambda: K.sensitivities(Af, D, o_s), lambda: K.sensitivities_numpy(Af, D),
+                lambda: o_s)
+            add("hessian_logdet", f"{case} face {s}", lambda: K.hessian_logdet(A, idx, Kinv, o_h),
+                lambda: K.hessian_logdet_numpy(A, idx, Kinv), lambda: o_h)
+            add("multiplicative_weights", case, lambda: K.multiplicative_weights(p, gs, 0.5, o_q),
+                lambda: K.multiplicative_weights_numpy(p, gs, 0.5), lambda: o_q)
+    cold = t_solve = None
+    if solve_problem is not None:
+        import subprocess
+        import sys
+
+        from noisealloc.solvers import solve
+
+        code = ("import time; t0 = time.perf_counter(); import numpy as np; import numba; "
+                "from noisealloc.solvers import _kernels as K; "
+                "K.weighted_sum(np.ones((3, 4)), np.arange(2), np.ones(2), np.empty(4)); "
+                "print(time.perf_counter() - t0)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        cold = float(out.strip().splitlines()[-1])
+        name, n = solve_problem
+        lam, A = problem(name, n)
+        with single_blas_thread():
+            solve(A, "A", grid=lam)
+            t_solve = _best(lambda: solve(A, "A", grid=lam), 3)
+    return KernelBenchResult(rows=rows, warmup_seconds=warm, cold_seconds=cold, solve_seconds=t_solve, have_numba=True)
+
+
+# ------------------------------------------------------------------ support reduction (reduce_support row)
+
+
+@dataclass(frozen=True)
+class ReductionBenchRow:
+    """:func:`~noisealloc.solvers.reduce_support` on dense weights, against the former SVD elimination.
+
+    Attributes
+    ----------
+    n, m : int
+        Grid size and parameter count of the problem (Chebyshev features of degree ``m - 1`` on
+        ``n`` points of [-1, 1], ``A_i = f_i f_i^T``, D criterion, Dirichlet(1) weights, seed 0).
+    seconds : float
+        Wall time of ``reduce_support`` at ``n``.
+    atoms_before, atoms_after : int
+    moment_residual : float
+        Largest change of a moment-vector entry.
+    baseline_n : int
+        Size at which the former algorithm (one full SVD per eliminated atom, O(n^4)) runs.
+    baseline_seconds, new_seconds_at_baseline : float
+        The former and the current :func:`~noisealloc.solvers.caratheodory` at ``baseline_n``.
+    ratio : float
+        ``baseline_seconds / new_seconds_at_baseline``.
+    """
+
+    n: int
+    m: int
+    seconds: float
+    atoms_before: int
+    atoms_after: int
+    moment_residual: float
+    baseline_n: int
+    baseline_seconds: float
+    new_seconds_at_baseline: float
+    ratio: float
+
+
+def measure_reduction(n: int = 1000, m: int = 10, *, baseline_n: int = 200) -> ReductionBenchRow:
+    """Time :func:`~noisealloc.solvers.reduce_support` at ``n``, and old vs new Carathéodory at ``baseline_n``.
+
+    One BLAS thread (the solvers' setting; the former algorithm's SVDs are also ~100x slower with
+    oversubscribed threads on a shared machine).
+
+    Parameters
+    ----------
+    n, m : int
+        Size of the timed reduction.
+    baseline_n : int
+        Size of the comparison with the former O(n^4) algorithm (about 0.2 s at 200, 6 s at 1000).
+
+    Returns
+    -------
+    ReductionBenchRow
+    """
+    from noisealloc.solvers import reduce_support, single_blas_thread
+    from noisealloc.solvers.algorithms.support import CARATHEODORY_RCOND, _caratheodory_svd, _scaled_rows, caratheodory, moment_vectors
+
+    def case(k):
+        x = np.linspace(-1.0, 1.0, k)
+        F = np.polynomial.chebyshev.chebvander(x, m - 1)
+        return F[:, :, None] * F[:, None, :], np.random.default_rng(0).dirichlet(np.ones(k))
+
+    with single_blas_thread():
+        A, p = case(n)
+        t0 = time.perf_counter()
+        red = reduce_support(A, p, "D")
+        t = time.perf_counter() - t0
+        Ab, pb = case(baseline_n)
+        V = moment_vectors(Ab)
+        t_new = _best(lambda: caratheodory(V, pb), 3)
+        t0 = time.perf_counter()
+        _caratheodory_svd(_scaled_rows(V), pb.copy(), CARATHEODORY_RCOND)
+        t_old = time.perf_counter() - t0
+    return ReductionBenchRow(n=n, m=m, seconds=t, atoms_before=red.n_atoms_before, atoms_after=red.n_atoms_after,
+                             moment_residual=red.moment_residual, baseline_n=baseline_n, baseline_seconds=t_old,
+                             new_seconds_at_baseline=t_new, ratio=t_old / t_new)
+
+# ------------------------------------------------------------------------------------------ E-optimal
+
+
+def cheb_problem(m: int, n: int):
+    """Chebyshev regression of degree ``m - 1`` on ``n`` equally spaced points of [-1, 1].
+
+    Parameters
+    ----------
+    m : int
+        Number of parameters (``m >= 2``); ``cheb_problem(20, n)`` is :func:`problem` ``('cheb19', n)``.
+    n : int
+        Grid size (``n >= 2``).
+
+    Returns
+    -------
+    grid : ndarray, shape (n,)
+    A : ndarray, shape (n, m, m)
+        :math:`A_i = f(x_i) f(x_i)^\\top`, ``f`` the Chebyshev basis :math:`(T_0, \\dots, T_{m-1})`.
+    """
+    x = np.linspace(-1.0, 1.0, int(n))
+    F = np.polynomial.chebyshev.chebvander(x, int(m) - 1)
+    return x, F[:, :, None] * F[:, None, :]
+
+
+def _cvxpy_e(A):
+    r"""E-optimal weights by CVXPY + Clarabel: :math:`\max_{p \in \Delta} \lambda_{\min}(\sum_i p_i A_i)` (an SDP)."""
+    import cvxpy as cp
+
+    n, m, _ = A.shape
+    p = cp.Variable(n, nonneg=True)
+    M = cp.reshape(A.reshape(n, m * m).T @ p, (m, m), order="C")
+    prob = cp.Problem(cp.Maximize(cp.lambda_min((M + M.T) / 2)), [cp.sum(p) == 1])
+    prob.solve(solver=cp.CLARABEL)
+    w = np.maximum(np.asarray(p.value, dtype=float), 0.0)
+    return w / w.sum(), prob.status
+
+
+@dataclass(frozen=True)
+class EBenchRow:
+    """One E-optimal benchmark run on :func:`cheb_problem` (and the CVXPY baseline where it ran).
+
+    Attributes
+    ----------
+    m, n : int
+        Parameters and grid size.
+    seconds : float
+        Wall time of ``solve(A, 'E')``.
+    status : int
+        Its status (0: certified at its tol).
+    certificate : Certificate
+        Recomputed from the allocation alone (:func:`noisealloc.solvers.certify`).
+    lam_min : float
+        :math:`\\lambda_{\\min}(M(p))` of our allocation.
+    cvxpy : dict or None
+        ``seconds``, ``status``, ``certificate``, ``lam_min``, ``n_atoms`` (weights > 1e-9 max) and
+        ``ratio`` (CVXPY time / ours) where the baseline ran.
+    """
+
+    m: int
+    n: int
+    seconds: float
+    status: int
+    certificate: object
+    lam_min: float
+    cvxpy: dict | None = None
+
+
+def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: bool = True):
+    """E-optimal rows: ``solve(A, 'E')`` on Chebyshev problems, certified, against CVXPY + Clarabel.
+
+    Parameters
+    ----------
+    sizes : sequence of (int, int)
+        ``(m, n)`` pairs (parameters, grid size), each >= 2.
+    cvxpy_sizes : sequence of int
+        Grid sizes ``n`` at which the CVXPY baseline runs.
+    use_cvxpy : bool
+        Run the baseline when cvxpy and clarabel are installed.
+
+    Returns
+    -------
+    rows : list of EBenchRow
+    cvxpy_available : bool
+    """
+    import warnings
+
+    from noisealloc.solvers import certify, solve
+
+    pairs = [(int(m), int(n)) for m, n in sizes]
+    if not pairs or min(min(mn) for mn in pairs) < 2:
+        raise ValueError(f"E sizes must be (m, n) pairs of integers >= 2; got {sizes!r}")
+    have_cvxpy = use_cvxpy and _cvxpy_available()
+    rows = []
+    for m, n in pairs:
+        _x, A = cheb_problem(m, n)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            # a stalled certificate is the figure this row reports (status and gap), not an error
+            warnings.simplefilter("ignore")
+            res = solve(A, "E")
+        t_ours = time.perf_counter() - t0
+        cert = certify(A, res.weights, "E")
+        cv = None
+        if have_cvxpy and n in cvxpy_sizes:
+            t0 = time.perf_counter()
+            w, status = _cvxpy_e(A)
+            t_cv = time.perf_counter() - t0
+            c_cv = certify(A, w, "E")
+            cv = {"seconds": t_cv, "status": status, "certificate": c_cv, "lam_min": -c_cv.value,
+                  "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
+        rows.append(EBenchRow(m=m, n=n, seconds=t_ours, status=int(res.status), certificate=cert,
+                              lam_min=-cert.value, cvxpy=cv))
+    return rows, have_cvxpy
