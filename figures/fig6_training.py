@@ -104,7 +104,7 @@ def _sizes(quick: bool) -> dict:
     if quick:
         return {"N_values": [128, 256, 512, 1024, 2048, 4096], "seeds": 3, "q": 256, "ridge": 1e-3,
                 "eval_levels": 33, "eval_n": 64, "h_levels": 49, "h_samples": 256}
-    # --full: figure 6 in about 25 min on 2 cores (issue 14; CPU seconds measured under load, 2026-12-02).
+    # --full: figure 6 in about 25 min on 2 cores (CPU seconds under load).
     # Before: the MNIST cell 430 s (h from 4096 samples x 129 levels 72 s, held-out set 55 s, 3 curves of
     # 100 s: the held-out gap costs levels x eval_n x q x D per N and seed), Dirac 85 s, digits 110-120 s.
     # Now (33 levels x 128 pairs, 1024 samples): MNIST 312 s (h 23 s, held-out set 60 s, curves 76 s),

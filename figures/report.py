@@ -194,7 +194,7 @@ def _neural_table(rows):
     lines = []
     for r, cmp in rows:
         ref = cmp["sqrt-entropic"]
-        # every schedule compared, in the figure's order (a fixed list here used to leave two out)
+        # every schedule compared, in the figure's order
         for name in (n for n in cmp if n != "sqrt-entropic"):
             c = cmp[name]
             lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | "

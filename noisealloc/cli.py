@@ -16,10 +16,12 @@ import sys
 
 # name -> (module, one-line help).  Order is the order shown by --help.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "schedules": ("noisealloc.commands.schedules", "tabulate and plot the built-in training noise schedules"),
+    "schedules": ("noisealloc.commands.schedules", "the built-in heuristic schedules (EDM, cosine, ...): tabulate, "
+                  "export, plot (plural: the fixed collection; `schedule` builds one from your data)"),
     "entropy": ("noisealloc.commands.entropy", "MMSE, conditional entropy and generative entropy rate of a data set"),
     "optimize": ("noisealloc.commands.optimize", "certified optimal noise allocation in the fully coupled regime"),
-    "schedule": ("noisealloc.commands.schedule", "entropic training schedule from data or from measured losses"),
+    "schedule": ("noisealloc.commands.schedule", "one entropic training schedule built from your data or from "
+                 "measured losses (`schedules` lists the built-in heuristics)"),
     "verify": ("noisealloc.commands.verify", "numerical checks of every theorem (--quick or --full)"),
     "reproduce": ("noisealloc.commands.reproduce", "reproduce every figure and write REPORT.md"),
     "sweep": ("noisealloc.commands.sweep", "run an ablation sweep (TOML) on a Dask cluster"),

@@ -126,3 +126,59 @@ def test_layer_rule():
         for path in sorted((REPO / layer).rglob("*.py")):
             problems += layer_violations(layer, path, path.read_text(encoding="utf-8"))
     assert not problems, "\n".join(problems)
+
+
+# ----------------------------------------------------------------------------- extras (issue 25)
+
+#: Runs the command line with the optional dependencies hidden, as after `pip install noisealloc`.
+_WITHOUT_EXTRAS = """
+import sys, importlib.abc
+class _Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"jax", "jaxlib", "optax", "dask", "distributed"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, _Hide())
+from noisealloc.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _run_without_extras(args, tmp_path):
+    return subprocess.run([sys.executable, "-c", _WITHOUT_EXTRAS, *args], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+
+
+def test_plain_install_computes_without_the_extras(tmp_path):
+    proc = _run_without_extras(["entropy", "--data", "dirac:K=3,D=1", "--levels", "9", "--out", "e.json"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "e.json").exists()
+
+
+def test_a_missing_extra_is_one_line_naming_it(tmp_path):
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[sweep]\nname = "demo"\nkind = "demo"\n[grid]\na = [1.0, 2.0]\n')
+    proc = _run_without_extras(["sweep", str(sweep), "--out", str(tmp_path / "o")], tmp_path)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "noisealloc[sweep]" in lines[0] and "distributed" in lines[0], proc.stderr
+    assert not (tmp_path / "o").exists()
+    proc = _run_without_extras(["reproduce", "--quick", "--out", str(tmp_path / "r")], tmp_path)
+    assert proc.returncode == 2 and "noisealloc[" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_light_imports_load_no_extra():
+    mods = _modules_after("import noisealloc.theory.schedules.samplers, noisealloc.verify.experiments.sweep, "
+                          "noisealloc.verify.experiments, noisealloc.cli; noisealloc.cli.build_parser()")
+    assert not {m.split(".")[0] for m in mods} & {"jax", "optax", "dask", "distributed"}
+
+
+def test_no_binary_file_is_tracked():
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    binary = []
+    for name in filter(None, files):
+        path = REPO / name.decode()
+        if path.is_file() and b"\0" in path.read_bytes()[:8192]:
+            binary.append(name.decode())
+    assert not binary, binary

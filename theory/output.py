@@ -187,7 +187,7 @@ def dumps_json(obj, *, indent: int | None = 1, sort_keys: bool = True) -> str:
 
 
 def write_json(path, obj, *, indent: int | None = 1, sort_keys: bool = True) -> Path:
-    """Write ``obj`` as JSON (:func:`dumps_json`) to ``path`` atomically, creating its folder.
+    """Write ``obj`` as JSON (:func:`dumps_json`) to ``path`` atomically (its folder must exist).
 
     Parameters
     ----------
@@ -204,13 +204,11 @@ def write_json(path, obj, *, indent: int | None = 1, sort_keys: bool = True) -> 
         ``path``.
     """
     data = dumps_json(obj, indent=indent, sort_keys=sort_keys).encode("utf-8")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, lambda fh: fh.write(data))
 
 
 def write_text(path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically, creating its folder.
+    """Write ``text`` (UTF-8) to ``path`` atomically (its folder must exist).
 
     Parameters
     ----------
@@ -225,8 +223,6 @@ def write_text(path, text: str) -> Path:
         ``path``.
     """
     data = text.encode("utf-8")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, lambda fh: fh.write(data))
 
 
@@ -241,7 +237,7 @@ def write_figure(fig, path, *, dpi: int = 120, **savefig_kw) -> Path:
     fig : matplotlib.figure.Figure
         The figure (this module never imports matplotlib itself).
     path : str or path-like
-        Destination; its folder is created.
+        Destination; its folder must exist.
     dpi : int
         Resolution.
     **savefig_kw
@@ -260,5 +256,4 @@ def write_figure(fig, path, *, dpi: int = 120, **savefig_kw) -> Path:
     meta = {"Software": None} if fmt == "png" else None
     fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta, **savefig_kw)
     data = buf.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, lambda fh: fh.write(data))

@@ -1,6 +1,6 @@
 """Size limits of a request and the estimate of its memory, checked before anything is allocated.
 
-A request too large for the machine (``entropy --levels 100000000`` asks for about 7 GB) used to run
+A request too large for the machine (``entropy --levels 100000000`` asks for about 7 GB) would run
 until ``MemoryError`` after minutes of work.  Each size a user controls has a limit here, stated in
 the command-line help, and an explicit override (``--allow-large``); independently of the limits,
 the estimated memory of a request is compared with the memory the operating system reports as

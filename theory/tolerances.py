@@ -21,7 +21,7 @@ COORD_ROUNDTRIP_RTOL = 1e-10
 U_CLAMP = 1e-12
 #: Densities that must integrate to one after transport (adaptive quadrature).
 DENSITY_INTEGRAL_ATOL = 1e-8
-#: Round trip of a schedule through JSON / npz (issue 2: 1e-12).
+#: Round trip of a schedule through JSON / npz (1e-12).
 EXPORT_ROUNDTRIP_RTOL = 1e-12
 #: Relative step for centred finite differences of a smooth map: eps**(1/3)
 #: balances truncation O(h^2) against rounding O(eps/h).
@@ -29,7 +29,7 @@ FD_REL_STEP = EPS ** (1.0 / 3.0)
 #: Agreement of a centred finite difference with the analytic derivative:
 #: O(eps**(2/3)) ~ 4e-11 in the best case; 1e-6 leaves room for curvature.
 FD_RTOL = 1e-6
-#: Significance level of the Kolmogorov-Smirnov sampler checks (issue 2).
+#: Significance level of the Kolmogorov-Smirnov sampler checks.
 KS_ALPHA = 1e-3
 #: A Monte-Carlo estimate agrees with its reference within this many standard errors.
 MC_NSIGMA = 4.0
@@ -43,9 +43,9 @@ QUANTILE_ROUNDTRIP_ATOL = 1e-13
 PPF_ROUNDTRIP_EPS_FACTOR = 64.0
 
 # --- information quantities ----------------------------------------------------
-#: Quadrature values against 30-digit mpmath references (issue 3: 1e-9 relative).
+#: Quadrature values against 30-digit mpmath references (1e-9 relative).
 QUAD_RTOL = 1e-9
-#: Budget identity int h dlam = H(pi) with deterministic quadrature (issue 3).  The one budget rule
+#: Budget identity int h dlam = H(pi) with deterministic quadrature.  The one budget rule
 #: (noisealloc.theory.information.budget.budget_check) also allows the integration error estimate and
 #: MC_NSIGMA standard errors of a Monte-Carlo budget on top of this.
 BUDGET_ATOL_QUAD = 1e-6
@@ -66,7 +66,7 @@ GRID_UNIFORM_RTOL = 1e-10
 #: centred difference of H divides the quadrature rounding of H by a vanishing rate.
 I_MMSE_RATE_FLOOR = 1e-8
 #: Blocked empirical kernel (float64 GEMM) against a dense direct computation
-#: (issue 3 asks 1e-12): the GEMM expansion of squared distances and the
+#: (the target is 1e-12): the GEMM expansion of squared distances and the
 #: polynomial exp each cost a few ulps, amplified by the logit size e^lam d^2/2
 #: (kept <= ~1e3 in the tests), so ~1e3 * few * EPS ~ 1e-12.
 EMPIRICAL_DENSE_RTOL = 1e-12
@@ -77,11 +77,11 @@ EMPIRICAL_DENSE_RTOL = 1e-12
 EMPIRICAL_FLOAT32_RTOL = 1e-3
 
 # --- solvers -------------------------------------------------------------------
-#: Certified relative Frank-Wolfe gap for convex criteria (issue 4).
+#: Certified relative Frank-Wolfe gap for convex criteria.
 FW_GAP_RTOL = 1e-8
-#: KKT stationarity of the non-convex sandwich criterion (issue 4).
+#: KKT stationarity of the non-convex sandwich criterion.
 KKT_RTOL = 1e-6
-#: Theorem 1' reduction keeps theta*(p) to this absolute accuracy (issue 4).
+#: Theorem 1' reduction keeps theta*(p) to this absolute accuracy.
 THETA_STAR_ATOL = 1e-8
 #: Input matrices A_i, G_i, W must be symmetric to this relative max-norm accuracy:
 #: matrices assembled by quadrature are symmetric only to rounding (~1e3 ulps of
@@ -97,7 +97,7 @@ PSD_RTOL = 1e-10
 REG_RCOND = 1e-12
 #: A sandwich value V(p) is accepted only while the first-order bound of its rounding error (from the
 #: assembly of M_p, G_p and a backward-stable inverse of M_p) is at most this fraction of
-#: max(V, V(uniform)): values are judged on the problem's scale to 1e-8 (issue 15; tests/test_sandwich.py).
+#: max(V, V(uniform)): values are judged on the problem's scale to 1e-8 (tests/test_sandwich.py).
 #: Beyond it V has no reliable digit on that scale, whatever the BLAS, and a minimiser is drawn to
 #: exactly such points.  The bound (SANDWICH_ROUNDING_ULPS) is componentwise: a normwise one charged
 #: graded moment matrices (B-spline blocks under sqrt(h), J = 32) the rounding of their largest entries
@@ -111,7 +111,7 @@ SANDWICH_ROUNDING_RTOL = 1e-8
 #: the observed error: with one ulp the bound stays 14x above the 50-digit error of the J = 32
 #: entropic allocation (m = 128) and 60x above it at the singular-boundary point of tests/test_sandwich.py.
 SANDWICH_ROUNDING_ULPS = 1.0
-#: Preconditioning of allocation problems (issue 15 item 3): every problem but E is solved in the
+#: Preconditioning of allocation problems: every problem but E is solved in the
 #: coordinates where the uniform allocation's moment matrix is (close to) the identity.  The exact
 #: power-of-two Jacobi scaling suffices while the Jacobi-scaled uniform moment has reciprocal
 #: condition at least this (the solvers' Cholesky gradients then keep ~12 digits); below it the
@@ -136,7 +136,7 @@ E_CLUSTER_RTOL = 1e-4
 #: m * eps ~ 1e-14 relative for m <= 40; 1e-12 leaves a margin of ~100 above that.
 E_POLISH_RTOL = 1e-12
 #: The E certificate tries the double-double dual only when its float64 candidates leave a relative bound
-#: above this: 1e-10 is issue 15's target for degenerate (Chebyshev) problems and 100x below
+#: above this: 1e-10 is the target for degenerate (Chebyshev) problems and 100x below
 #: FW_GAP_RTOL, so well-conditioned problems, whose cheap candidates are already below it, skip the cost.
 E_DD_TRIGGER_RTOL = 1e-10
 #: Weights of the double-double interior point below this fraction of the largest are its leftovers

@@ -104,8 +104,9 @@ def test_digits_runs_with_the_importance_sampler(tmp_path):
 
 def test_mnist_runs(tmp_path, mnist_dir):
     code, out = run_cli(tmp_path, "--data", f"mnist:{mnist_dir}", "--levels", "5", "--samples", "8")
-    assert code == 0
     doc = json.loads(out.read_text())
+    # 5 levels over [-12, 12] cannot integrate h: the budget check may fail, and then the exit is 1
+    assert code == (0 if doc["meta"]["budget"]["holds"] else 1)
     assert doc["meta"]["budget"]["H_pi"] == pytest.approx(np.log(10000), rel=1e-14)
     assert doc["conditional_entropy"][0] == pytest.approx(np.log(10000), abs=1e-3)
 

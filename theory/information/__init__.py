@@ -1,7 +1,29 @@
-"""Information quantities along the forward process (docs/THEORY.md section 2): estimates, entropy rates,
-the budget and I--MMSE identities with their one pass rule each, the information profile pipeline,
-entropy rates from measured losses (batch and online) and the information matrices of denoiser
-families (section 4).
+r"""Information quantities along the forward process (docs/THEORY.md section 2).
+
+* :mod:`~noisealloc.theory.information.profile`: the one pipeline from a model and a grid to every
+  number below (:func:`information_profile`);
+* :func:`budget_integral`: :math:`\int_{a}^{b} h\,d\lambda` with its integration error and, for
+  Monte-Carlo models, its standard error (adaptive Gauss--Kronrod of the per-sample rates);
+* the **budget check** (:func:`budget_check`, :func:`budget_check_from_samples`, both returning
+  :class:`BudgetCheck`): on any interval :math:`[a, b]` the identity :math:`-dH/d\lambda = h` gives
+  :math:`\int_a^b h\,d\lambda = H(a) - H(b)`, which tends to the budget :math:`H(\pi)` as the
+  interval grows.  One pass rule (:data:`BUDGET_RULE`):
+  :math:`|\int_a^b h - (H(a) - H(b))| \le` ``BUDGET_ATOL_QUAD`` + integration error +
+  ``MC_NSIGMA`` standard errors of the difference, the latter from per-sample values (common random
+  numbers make the levels' errors correlated, so per-level standard errors are never summed);
+* the **I-MMSE check** (:func:`i_mmse_check` returning :class:`IMMSECheck`): :math:`-dH/d\lambda`
+  (or :math:`dI/d\lambda`) by a centred finite difference against :math:`\tfrac12 e^\lambda\,\mathrm{mmse}`;
+  one pass rule (:data:`I_MMSE_RULE`): relative error at most ``FD_RTOL`` wherever
+  :math:`h >` ``I_MMSE_RATE_FLOOR``.
+
+Convention: :math:`x = x_0 + e^{-\lambda/2}\varepsilon` (VE/EDM scaling; a VP
+observation divided by :math:`\alpha` is the same), so everything is a function
+of :math:`\lambda`.
+
+Also here: :mod:`~noisealloc.theory.information.from_losses` (h from measured per-level losses) and
+:mod:`~noisealloc.theory.information.matrices` (information matrices of denoiser families, section 4).
+The formula :math:`h = \tfrac12 e^\lambda\,\mathrm{mmse}` in any coordinate is
+:mod:`noisealloc.theory.entropy_rate`, below the models.
 """
 
 from noisealloc._lazy import lazy_exports

@@ -1,28 +1,13 @@
-r"""Model-generic information helpers and the two checks of docs/THEORY.md section 2, each with one rule.
+r"""Rates on a grid: quadrature weights for integrals of h over log-SNR, and a model's entropy rate.
 
-* :func:`entropy_rate_from_mmse`: :math:`h(\lambda) = \tfrac12 e^\lambda\,\mathrm{mmse}(\lambda)`
-  moved to a coordinate :math:`u` as :math:`h_u(u(\lambda)) = h(\lambda)\,|d\lambda/du|`;
-* :func:`budget_integral`: :math:`\int_{a}^{b} h\,d\lambda` with its integration error and, for
-  Monte-Carlo models, its standard error (adaptive Gauss--Kronrod of the per-sample rates);
-* the **budget check** (:func:`budget_check`, :func:`budget_check_from_samples`, both returning
-  :class:`BudgetCheck`): on any interval :math:`[a, b]` the identity :math:`-dH/d\lambda = h` gives
-  :math:`\int_a^b h\,d\lambda = H(a) - H(b)`, which tends to the budget :math:`H(\pi)` as the
-  interval grows.  One pass rule (:data:`BUDGET_RULE`):
-  :math:`|\int_a^b h - (H(a) - H(b))| \le` ``BUDGET_ATOL_QUAD`` + integration error +
-  ``MC_NSIGMA`` standard errors of the difference, the latter from per-sample values (common random
-  numbers make the levels' errors correlated, so per-level standard errors are never summed);
-* the **I-MMSE check** (:func:`i_mmse_check` returning :class:`IMMSECheck`): :math:`-dH/d\lambda`
-  (or :math:`dI/d\lambda`) by a centred finite difference against :math:`\tfrac12 e^\lambda\,\mathrm{mmse}`;
-  one pass rule (:data:`I_MMSE_RULE`): relative error at most ``FD_RTOL`` wherever
-  :math:`h >` ``I_MMSE_RATE_FLOOR``.
-
-Convention: :math:`x = x_0 + e^{-\lambda/2}\varepsilon` (VE/EDM scaling; a VP
-observation divided by :math:`\alpha` is the same), so everything is a function
-of :math:`\lambda`.
+* :func:`grid_quadrature_weights`: trapezoid and Simpson weights on a (possibly non-uniform) grid, so
+  that ``weights @ f`` approximates :math:`\int f\,d\lambda`;
+* :func:`gregory_weights`: Gregory end corrections of the trapezoid rule on a uniform grid;
+* :func:`model_entropy_rate`: :math:`h_u(\lambda)` of a data model in any coordinate, with the
+  Monte-Carlo options only for the models that take them.
 """
 
 from __future__ import annotations
-
 
 import numpy as np
 

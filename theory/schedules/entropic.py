@@ -655,7 +655,7 @@ def resolve_law(model, law: str = "auto") -> LawChoice:
     >>> resolve_law(load_data("dirac:K=3,D=1,sep=2")).law, resolve_law(load_data("gaussian:D=4,k=2")).law
     ('empirical', 'exact')
     """
-    law = check_choice(law, LAWS, "law")
+    law = check_choice(law, "law", LAWS)
     if not hasattr(model, "atoms"):
         if law != "auto":
             raise ValueError(f"law={law!r} applies to a finite sample (atoms); this {type(model).__name__} is a "
@@ -745,7 +745,7 @@ def schedule_from_data(model, lam, *, law: str = "auto", rule: str = "sqrt-entro
         n = SMOOTHED_SAMPLES if n_samples is None else n_samples
         ps = population_schedule(model.atoms, lam, rule=rule, coordinate=coordinate, floor=floor,
                                  n_levels=SMOOTHED_LEVELS, n_samples=n, rng=rng, law=pop)
-        return DataSchedule(ps.result, choice, n, SMOOTHED_LEVELS, pop)
+        return DataSchedule(ps.result, choice, ps.n_samples, ps.n_levels, pop)
     n = EMPIRICAL_SAMPLES if n_samples is None else n_samples
     res = schedule_from_model(model, lam, rule=rule, coordinate=coordinate, floor=floor, n_samples=n, rng=rng)
     return DataSchedule(res, choice, n if getattr(model, "monte_carlo", False) else None, len(res.lam))

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory import tolerances
-from noisealloc.theory.output import atomic_write
+from noisealloc.theory.output import atomic_write, write_json
 from noisealloc.theory.schedules._inverse_cdf import draw_piecewise_linear
 from noisealloc.theory.schedules.base import Schedule, TabulatedSchedule
 
@@ -220,7 +220,7 @@ def save_json(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", 
     ('edm_lognormal', 'lambda', 255)
     """
     d = schedule_to_dict(schedule, n=n, spacing=spacing, meta=meta)
-    return atomic_write(path, lambda fh: fh.write(json.dumps(d, indent=1, allow_nan=False).encode()))
+    return write_json(path, d, sort_keys=False)
 
 
 def load_json(path) -> TabulatedSchedule:
@@ -380,7 +380,7 @@ def save_schedules_json(schedules, path, *, n: int = 513, spacing: str = "both",
         "schedules": [schedule_to_dict(s, n=n, spacing=spacing) for s in items],
         "meta": dict(meta or {}),
     }
-    return atomic_write(path, lambda fh: fh.write(json.dumps(doc, indent=1, allow_nan=False).encode()))
+    return write_json(path, doc, sort_keys=False)
 
 
 def load_schedules_json(path) -> dict[str, TabulatedSchedule]:

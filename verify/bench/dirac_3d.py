@@ -1,4 +1,4 @@
-r"""Gauss--Hermite levels against Monte Carlo at the same accuracy on a 3-D Dirac mixture (issue 12 item 3).
+r"""Gauss--Hermite levels against Monte Carlo at the same accuracy on a 3-D Dirac mixture.
 
 ``python -m noisealloc.verify.bench.dirac_3d`` prints the table below (a benchmark, not a timed test).
 On one mixture of ``K`` atoms in general position in :math:`\mathbb R^3` (unequal weights, pair

@@ -23,18 +23,18 @@ GEMM alone.
    ``(S x D)(D x K)`` (distances from fresh noisy points to all atoms at each
    level), timed as L times the best single GEMM.
 
-Target (issue 3): profile / GEMMs <= 2.0.  The thread counts are printed: the
+Target: profile / GEMMs <= 2.0.  The thread counts are printed: the
 baselines use the BLAS threads; the profile's engine runs numba's thread count of worker
 threads, each with single-threaded GEMMs and level passes (both counts default to the number
 of CPUs), so the comparison is like for like.
 
 The profile above is the plain GEMM engine.  ``noisealloc entropy`` uses the importance sampler of
 docs/THEORY.md section 3.1 by default; its profile is timed in the same interleaved loop and reported
-against baseline 1 and as a cost factor over the plain profile (issue 12 item 6), with the sampler's own
+against baseline 1 and as a cost factor over the plain profile, with the sampler's own
 split (neighbour search; distance GEMMs and proposal terms; level passes).  Peak resident
 memory: this process's (``getrusage``), and optionally (:func:`peak_memory`) that of
 ``noisealloc entropy --data mnist:PATH`` and ``noisealloc reproduce --quick`` run as children
-(issue 12 item 5).
+(the target is at most 2 GB).
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ class PosteriorBenchResult:
 
     @property
     def ratio_gemm(self) -> tuple[float, float]:
-        """(wall, CPU) profile / baseline 1 (target <= 2, issue 3)."""
+        """(wall, CPU) profile / baseline 1 (target <= 2)."""
         return self.profile / self.gemm_profile, self.cpu_profile / self.cpu_gemm_profile
 
     @property

@@ -9,7 +9,7 @@ Problems (W = I):
 * ``model-like``: a posterior-weight-like curve in the log-SNR ``lam`` in [-8, 8]:
   ``f_k(lam) = sigmoid(lam - c_k) * exp(-(lam - c_k)^2 / 8)`` for 10 centres, plus a
   rank-one ``e^{lam/2} sigmoid(-lam)`` term, so ``A(lam) = f f^T + g g^T`` (rank 2, m = 10).
-  (The real model-derived problems need the posterior engine; see issue 4.)
+  (The real model-derived problems need the posterior engine.)
 
 For each ``n`` our solver runs to a certified relative gap of 1e-8; for n in
 {500, 2000} on ``cheb19`` CVXPY + Clarabel solves Sagnol's second-order-cone form of

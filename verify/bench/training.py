@@ -1,4 +1,4 @@
-r"""Step time of the JAX training stack per data set and network (issue 14 item 1 and acceptance 5).
+r"""Step time of the JAX training stack per data set and network.
 
 Each case trains a fresh network for ``steps`` Adam steps at a fixed batch size on one data set with
 levels from the uniform-:math:`\lambda` schedule (the schedule does not change the cost of a step) and

@@ -10,24 +10,9 @@ import numpy as np
 
 from noisealloc.theory.errors import as_generator
 
+from noisealloc.theory.output import to_jsonable
+
 __all__ = ['CheckReport', 'default_dirac', 'default_gaussian']
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _jsonable(x.tolist())
-    if isinstance(x, (np.bool_, bool)):
-        return bool(x)
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.floating, float)):
-        v = float(x)
-        return v if np.isfinite(v) else repr(v)
-    return x
 
 
 @dataclass(frozen=True)
@@ -78,7 +63,7 @@ class CheckReport:
 
     def to_dict(self) -> dict:
         """Plain-JSON form (arrays become lists, non-finite floats strings)."""
-        return _jsonable({
+        return to_jsonable({
             "name": self.name, "holds": bool(self.holds), "value": self.value, "headline": self.headline,
             "tolerance": self.tolerance, "message": self.message, "assumptions": list(self.assumptions),
             "data": self.data, "seconds": self.seconds, "measured": self.measured,

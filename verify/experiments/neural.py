@@ -1,4 +1,4 @@
-r"""Neural denoisers trained by Adam on JAX (CPU): regime (iii) of docs/THEORY.md §6.6 (issue 14 item 1).
+r"""Neural denoisers trained by Adam on JAX (CPU): regime (iii) of docs/THEORY.md §6.6.
 
 Two denoiser families share one parameterisation, EDM-style preconditioning at the data scale
 (Karras et al. 2022, "Elucidating the design space of diffusion-based generative models", Table 1;

@@ -328,6 +328,6 @@ def test_loss_factor_one_convention():
     assert uni.factor > 1.01 and 0.0 < uni.efficiency < 1.0
     part = schedule_loss_factor(lam, h, uniform_lambda(lam_min=-2.0, lam_max=6.0))
     assert part.factor == float("inf") and part.efficiency == 0.0 and 0.0 < part.covered < 1.0
-    h0 = np.where(lam < -2.5, 0.0, h)
+    h0 = np.where(lam <= -2.0, 0.0, h)  # zero up to the schedule's left end, -2.0 (a grid point)
     ok = schedule_loss_factor(lam, h0, uniform_lambda(lam_min=-2.0, lam_max=6.0))
     assert np.isfinite(ok.factor) and ok.factor >= 1.0

@@ -160,7 +160,7 @@ def shared_artifact(name: str, key, compute):
 
 
     def as_json(value) -> str:
-        return json.dumps(to_jsonable({"name": name, "key": key, "result": value}), sort_keys=True, allow_nan=False)
+        return dumps_json({"name": name, "key": key, "result": value}, indent=None).rstrip("\n")
 
     folder = _SHARED_DIR.get()
     if folder is None:

@@ -255,7 +255,7 @@ def _client(scheduler, n_workers):
     # worker as large as the machine, and two such pools on 2 cores ran the small training steps 2-3x
     # slower than one thread each.  Set only in the worker processes, never in the caller's.
     # Ctrl-C reaches the whole process group: worker processes started with SIGINT ignored leave the
-    # interrupt to this process, which shuts them down (each used to print a KeyboardInterrupt
+    # interrupt to this process, which shuts them down (otherwise each prints a KeyboardInterrupt
     # traceback); silence_logs drops the nanny's shutdown warnings ("Worker process still alive ...").
     # An interrupted sweep thus ends with one line.  Errors still show.
     import signal
