@@ -56,11 +56,23 @@ def schedule_weights(pdf_values, lam) -> np.ndarray:
     return w / w.sum()
 
 
+def entropic_schedule_of(model, lam, sizes, seed):
+    """The square-root entropic schedule of a data set as the command line builds it.
+
+    ``schedule_from_data`` with ``law="auto"`` (the smoothed law for images, the empirical law for
+    discrete mixtures), at the figure's Monte-Carlo size and seed (the allocation problem's own h uses
+    the solver layer's default size).
+    """
+    from noisealloc.theory.schedules.entropic import schedule_from_data
+
+    return schedule_from_data(model, lam, law="auto", rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
+
+
 def evaluate_dataset(spec, model, sizes, seed) -> dict:
     from noisealloc.solvers import allocation_value, sandwich_value, solve
     from noisealloc.theory.information.matrices import build_family_matrices, natural_family
     from noisealloc.theory.schedules.data_scale import data_scale, heuristic_shift, shifted_heuristic_pdfs
-    from noisealloc.theory.schedules.entropic import independent_learner_factor, schedule_from_data
+    from noisealloc.theory.schedules.entropic import independent_learner_factor
 
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
     family = natural_family(model)
@@ -69,9 +81,7 @@ def evaluate_dataset(spec, model, sizes, seed) -> dict:
         big = getattr(model, "n_atoms", 0) > 1000
         opts = {"q": sizes["rf_q"], "n_mc": sizes["rf_n_mc_images"] if big else sizes["rf_n_mc"]}
     prob = build_family_matrices(model, family, lam, data=spec, rng=seed, **opts)
-    # h of the law the command line picks (resolve_law: the smoothed law for images), at the figure's
-    # Monte-Carlo size and seed (the problem's own h uses the solver layer's default size)
-    data_schedule = schedule_from_data(model, lam, rule="sqrt-entropy", n_samples=sizes["h_samples"], rng=seed)
+    data_schedule = entropic_schedule_of(model, lam, sizes, seed)
     ent = data_schedule.result
     h = ent.h_floored
     s = data_scale(model, rng=seed)

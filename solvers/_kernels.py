@@ -29,7 +29,7 @@ one BLAS thread (the solvers' setting), the first call (compile or cache load) e
 
 The per-candidate work of these solvers is BLAS-shaped (GEMV over the ``(n, m*m)`` stack, GEMM
 for Hessians); compiled loops that must keep numpy's rounding cannot beat it.  The tests compare
-each kernel with its reference (``tests/test_solver_kernels.py``), so a kernel can be wired later
+each kernel with its reference (``tests/solvers/test_kernels.py``), so a kernel can be wired later
 (set :data:`WIRED` and dispatch on :data:`noisealloc.theory._numba.HAVE_NUMBA` at call time) with the
 ``solver_kernel`` fixture of ``tests/conftest.py`` running the solver tests on both paths.
 

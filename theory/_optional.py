@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["EXTRAS", "MissingExtraError", "require"]
+__all__ = ["EXTRAS", "MissingExtraError", "require", "require_all"]
 
 #: Extra of each optional top-level module (the ``[options.extras_require]`` of setup.cfg).
 EXTRAS = {"jax": "train", "optax": "train", "dask": "sweep", "distributed": "sweep"}
@@ -50,3 +50,36 @@ def require(module: str, feature: str):
         how = f"pip install 'noisealloc[{extra}]'" if extra else f"pip install {top}"
         raise MissingExtraError(f"{feature} needs the optional dependency {top}, which is not installed "
                                 f"({how})") from None
+
+
+def require_all(modules, feature: str) -> None:
+    """Check that every module of ``modules`` imports; one :class:`MissingExtraError` names all the missing.
+
+    Parameters
+    ----------
+    modules : iterable of str
+        Dotted module names.
+    feature : str
+        What needs them, for the message.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    MissingExtraError
+        One line naming the missing modules and the extras that install them (``[all]`` when more than
+        one extra is missing).
+    """
+    missing = []
+    for module in modules:
+        try:
+            require(module, feature)
+        except MissingExtraError:
+            missing.append(module.split(".")[0])
+    if missing:
+        extras = sorted({EXTRAS.get(m, m) for m in missing})
+        how = f"noisealloc[{extras[0]}]" if len(extras) == 1 else "noisealloc[all]"
+        raise MissingExtraError(f"{feature} needs the optional dependencies {', '.join(missing)}, which are not "
+                                f"installed (pip install '{how}')")

@@ -97,7 +97,7 @@ PSD_RTOL = 1e-10
 REG_RCOND = 1e-12
 #: A sandwich value V(p) is accepted only while the first-order bound of its rounding error (from the
 #: assembly of M_p, G_p and a backward-stable inverse of M_p) is at most this fraction of
-#: max(V, V(uniform)): values are judged on the problem's scale to 1e-8 (tests/test_sandwich.py).
+#: max(V, V(uniform)): values are judged on the problem's scale to 1e-8 (tests/solvers/test_sandwich.py).
 #: Beyond it V has no reliable digit on that scale, whatever the BLAS, and a minimiser is drawn to
 #: exactly such points.  The bound (SANDWICH_ROUNDING_ULPS) is componentwise: a normwise one charged
 #: graded moment matrices (B-spline blocks under sqrt(h), J = 32) the rounding of their largest entries
@@ -109,7 +109,7 @@ SANDWICH_ROUNDING_RTOL = 1e-8
 #: so the bound is u * sum_jk (|dV/dM|_jk d_j d_k + |dV/dG|_jk g_j g_k), d = sqrt(diag M_p),
 #: g = sqrt(diag G_p).  The worst-case Cholesky constant grows like (m+1) eps, but that is far above
 #: the observed error: with one ulp the bound stays 14x above the 50-digit error of the J = 32
-#: entropic allocation (m = 128) and 60x above it at the singular-boundary point of tests/test_sandwich.py.
+#: entropic allocation (m = 128) and 60x above it at the singular-boundary point of tests/solvers/test_sandwich.py.
 SANDWICH_ROUNDING_ULPS = 1.0
 #: Preconditioning of allocation problems: every problem but E is solved in the
 #: coordinates where the uniform allocation's moment matrix is (close to) the identity.  The exact

@@ -60,10 +60,10 @@ def run(args) -> int:
         if not names:
             raise ValueError(f"--only {args.only!r} names no figure; allowed: {', '.join(FIGURES)}")
     if "fig6_training" in names:  # its training cells need the [train] and [sweep] extras: say so before any work
-        from noisealloc.theory._optional import require
+        from noisealloc.theory._optional import require_all
 
-        for module in ("distributed", "jax", "optax"):
-            require(module, "noisealloc reproduce (figure 6's training cells; --only FIGURES skips them)")
+        require_all(("distributed", "jax", "optax"), "noisealloc reproduce (figure 6's training cells; "
+                    "--only FIGURES skips them)")
     mnist = C.resolve_mnist(args.mnist)
     if mnist is not None and not Path(mnist).is_dir():
         raise FileNotFoundError(f"MNIST directory not found: {mnist}")

@@ -125,8 +125,8 @@ def test_path_checkers_accept_good_paths(tmp_path):
 
 
 # ----------------------------------------------------------------------------- issue 16, listed cases (h7)
-# Sweeps, size limits and the fuzz have their own files (tests/test_sweep.py, tests/test_size_limits.py,
-# tests/test_fuzz_cli.py); the cases of the issue's lists not covered above are collected here.
+# Sweeps, size limits and the fuzz have their own files (tests/verify/experiments/test_sweep.py, tests/theory/test_request_limits.py,
+# tests/cli/test_fuzz.py); the cases of the issue's lists not covered above are collected here.
 def _toml_file(path, text):
     path.write_text(text)
     return str(path)

@@ -364,3 +364,20 @@ def test_reproduce_continues_past_a_failing_figure(tmp_path, monkeypatch, capsys
     assert not (tmp_path / "fig3_coupling.json").exists()
     text = (tmp_path / "REPORT.md").read_text()
     assert "Figures that failed" in text and "not measured" in text
+
+
+def test_figure5_takes_the_command_lines_law(tmp_path):
+    """Figure 5's entropic schedule of digits is the CLI's (issue 25): the smoothed law, the same density."""
+    from noisealloc.cli import main
+    from noisealloc.figures import fig5_efficiency as F5
+    from noisealloc.theory.models.datasets import load_data
+    from noisealloc.theory.schedules.io import load_json
+
+    sizes = {**F5._sizes(True), "levels": 17, "h_samples": 64}
+    lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
+    fig = F5.entropic_schedule_of(load_data("digits"), lam, sizes, 3)
+    assert fig.law.law == "smoothed"
+    out = tmp_path / "s.json"
+    assert main(["schedule", "--from-data", "digits", "--levels", "17", "--samples", "64", "--seed", "3",
+                 "--out", str(out)]) == 0
+    np.testing.assert_allclose(load_json(out).pdf_values, fig.result.schedule.pdf_values, rtol=1e-12, atol=0)

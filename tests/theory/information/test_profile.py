@@ -268,7 +268,7 @@ def test_i_mmse_rule():
     far = i_mmse_check(m, [0.0, 40.0])
     assert far.tested.tolist() == [True, False] and far.rate[1] < I_MMSE_RATE_FLOOR
     assert not i_mmse_check(m, [40.0]).holds
-    # a Monte-Carlo model is checked in integrated form between levels (tests/test_i_mmse_mc.py): one level is refused
+    # a Monte-Carlo model is checked in integrated form between levels (tests/theory/information/test_i_mmse.py): one level is refused
     with pytest.raises(ValueError, match="at least 2 strictly increasing levels"):
         i_mmse_check(load_data(MC_SPEC), [0.0])
 

@@ -6,7 +6,7 @@ The fast rules are checked against references computed independently here:
   variable with cuts at the decision boundaries), also for collinear atoms placed on a rotated line
   in the plane and integrated by the 2-D rules (the posterior of collinear atoms is one-dimensional);
 * the box boundary-cut rule (``_quad_2d`` with every cut, ``prune=False``: the rule of the earlier
-  releases, validated against mpmath in tests/test_dirac.py) for general planar mixtures.
+  releases, validated against mpmath in tests/theory/models/test_dirac.py) for general planar mixtures.
 
 Accuracy claim tested: relative error <= 1e-8 wherever h(lam) >= 1e-8 max h, for lam in [-16, 8].
 """
