@@ -50,11 +50,15 @@ import math
 
 import numpy as np
 
+from dataclasses import dataclass, field
+from typing import Callable
+
 from noisealloc.theory.coordinates import Coordinate, get_coordinate
 from noisealloc.theory.errors import as_generator
 
 __all__ = [
     "MASKED_COORDINATES",
+    "MaskedCoordinate",
     "keep_probability",
     "mask_rate",
     "log_keep_probability",
@@ -272,17 +276,57 @@ def _cos_dlam(t):
     return -(0.5 * math.pi) * np.cos(q) / (alpha * np.sin(q))
 
 
+@dataclass(frozen=True)
+class MaskedCoordinate(Coordinate):
+    r"""A coordinate of the masked process: a :class:`~noisealloc.theory.coordinates.Coordinate` whose
+    Jacobian :math:`du/d\lambda` is computed from :math:`\lambda` directly (accurate in both tails, where
+    the generic :math:`1/(d\lambda/du)` at :math:`u(\lambda)` loses the digits of :math:`1 - u`).
+
+    Attributes
+    ----------
+    name, label, domain, increasing, lam_accurate
+        As for :class:`~noisealloc.theory.coordinates.Coordinate`.
+    """
+
+    _du_dlam: Callable = field(default=None, repr=False, compare=False)
+
+    def du_dlam(self, lam):
+        r"""Jacobian :math:`du/d\lambda` (signed), from :math:`\lambda` directly.
+
+        Parameters
+        ----------
+        lam : array_like
+            Log-odds values.
+
+        Returns
+        -------
+        ndarray of float64
+            :math:`du/d\lambda`, the shape of ``lam``.
+        """
+        return self._du_dlam(_lam_array(lam))
+
+
+def _eps_du(lam):
+    return -np.exp(log_keep_probability(lam) + log_mask_rate(lam))  # d eps / d lam = -alpha eps
+
+
+def _cos_du(lam):
+    # t = (2/pi) arccos(alpha): dt/dlam = -(2/pi) alpha' / sqrt(1 - alpha^2) = -(2/pi) alpha sqrt(eps / (1 + alpha))
+    la, le = log_keep_probability(lam), log_mask_rate(lam)
+    return -(2.0 / math.pi) * np.exp(la + 0.5 * le) / np.sqrt(1.0 + np.exp(la))
+
+
 #: The coordinates of the masked process (module docstring); values are
 #: :class:`~noisealloc.theory.coordinates.Coordinate` objects.
 MASKED_COORDINATES: dict[str, Coordinate] = {
     c.name: c
     for c in (
-        Coordinate("eps", r"mask rate $\varepsilon = \mathrm{sigmoid}(-\lambda)$", (0.0, 1.0), False,
-                   (-15.0, 700.0), _eps_to_lam, lambda lam: np.exp(log_mask_rate(lam)), _eps_dlam),
-        Coordinate("t-masked", r"masked-diffusion time $t$ ($\alpha = 1 - t$)", (0.0, 1.0), False,
-                   (-15.0, 700.0), _eps_to_lam, lambda lam: np.exp(log_mask_rate(lam)), _eps_dlam),
-        Coordinate("t-masked-cosine", r"masked-diffusion time $t$ ($\alpha = \cos(\pi t/2)$)", (0.0, 1.0), False,
-                   (-15.0, 700.0), _cos_to_lam, _cos_from_lam, _cos_dlam),
+        MaskedCoordinate("eps", r"mask rate $\varepsilon = \mathrm{sigmoid}(-\lambda)$", (0.0, 1.0), False,
+                         (-15.0, 700.0), _eps_to_lam, lambda lam: np.exp(log_mask_rate(lam)), _eps_dlam, _eps_du),
+        MaskedCoordinate("t-masked", r"masked-diffusion time $t$ ($\alpha = 1 - t$)", (0.0, 1.0), False,
+                         (-15.0, 700.0), _eps_to_lam, lambda lam: np.exp(log_mask_rate(lam)), _eps_dlam, _eps_du),
+        MaskedCoordinate("t-masked-cosine", r"masked-diffusion time $t$ ($\alpha = \cos(\pi t/2)$)", (0.0, 1.0),
+                         False, (-15.0, 700.0), _cos_to_lam, _cos_from_lam, _cos_dlam, _cos_du),
     )
 }
 _TIME_COORD = {"linear": MASKED_COORDINATES["t-masked"], "cosine": MASKED_COORDINATES["t-masked-cosine"]}
