@@ -324,8 +324,8 @@ class FiniteLaw(MaskedModel):
             first = rows < n
             hw[rows[first]] = A[np.flatnonzero(first)] @ self._mass_log_mass
 
-    def _level_sweep(self, x, u, eps):
-        r"""Values at mask rates ``eps`` (non-increasing) for masks ``u < eps``, updated incrementally.
+    def _level_sweep(self, x, u, thresholds):
+        r"""Values for the masks ``u < t[:, None]``, ``t`` the rows of ``thresholds`` (non-increasing), updated incrementally.
 
         With common random numbers the visible sets only grow as :math:`\varepsilon` falls, so the mismatch
         counts are updated with the newly visible tokens only (a sparse product, every token once over the
@@ -351,8 +351,8 @@ class FiniteLaw(MaskedModel):
         prev = np.zeros((n, L), dtype=bool)  # visible before this level
         exact = dt == np.float32  # integer counts: incremental sums are exact
         anchor = tot.copy()
-        for e in eps:
-            vis = ~(u < e)
+        for t in thresholds:
+            vis = ~(u < np.asarray(t)[..., None])
             new = vis & ~prev
             if np.any(new):
                 rows, cols = np.nonzero(new)

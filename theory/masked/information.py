@@ -47,7 +47,7 @@ import numpy as np
 
 from noisealloc.theory.errors import as_generator, check_count
 from noisealloc.theory.estimates import Estimate
-from noisealloc.theory.masked.process import keep_probability, mask_rate
+from noisealloc.theory.masked.process import keep_probability, log_keep_probability, log_mask_rate, mask_rate
 from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, MC_NSIGMA
 
 __all__ = [
@@ -396,7 +396,25 @@ class MaskedModel(abc.ABC):
         r""":math:`H(X^l)` per position, shape (L,)."""
 
     def information_samples(self, lam, *, n_samples: int = DEFAULT_N_SAMPLES, rng=None) -> MaskedSamples:
-        r"""Per-sample exact values at every level from ``n_samples`` draws of (string, uniforms), shared by the levels.
+        r"""Per-sample values at every level from ``n_samples`` draws shared by the levels (the rare-event-safe estimator).
+
+        The number of masked tokens :math:`C \sim \mathrm{Bin}(L, \varepsilon)` is split into its two extreme
+        strata, whose values are known exactly, and the rest:
+
+        .. math:: E f = \varepsilon^L f_{all} + \alpha^L\,E f_{none}(X) + (1 - \varepsilon^L - \alpha^L)\,
+                  E[f \mid 1 \le C \le L - 1],
+
+        with :math:`f_{all} = H(\pi)` for :math:`H` and :math:`\sum_l H(X^l)` for :math:`S` (nothing visible),
+        :math:`f_{none} = 0` for :math:`H` and the draw's own :math:`S` with nothing masked.  Each draw
+        :math:`i` is a string :math:`x_i \sim \pi`, a uniformly random order of the positions and one uniform
+        :math:`v_i`; at level :math:`\lambda_j` the first :math:`c_{ij}` positions of the order are masked, with
+        :math:`c_{ij}` the inverse CDF at :math:`v_i` of :math:`\mathrm{Bin}(L, \varepsilon_j)` truncated to
+        :math:`[1, L - 1]`.  This is the Bernoulli masking of the process, in distribution, and the masks are
+        nested across levels (common random numbers).  Each draw's value is the combination above, so its
+        sample variance is an honest standard error at every level: plain Bernoulli draws would, at
+        :math:`\lambda = -8` and :math:`L = 12`, leave every token of most samples masked, report
+        :math:`H(\pi)` with a standard error of rounding size, and miss the rare visible token that carries
+        the whole difference.
 
         Parameters
         ----------
@@ -411,28 +429,53 @@ class MaskedModel(abc.ABC):
         -------
         MaskedSamples
         """
+        from scipy.special import gammaln, logsumexp
+
         lam = check_levels(lam)
         n = check_count(n_samples, "n_samples")
         seed = int(rng) if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) else None
         gen = as_generator(rng)
+        L = self.L
         x = self.sample_strings(n, rng=gen)
-        u = gen.random((n, self.L))
-        order = np.argsort(lam, kind="stable")  # increasing lam: decreasing eps, growing visible sets
-        eps = mask_rate(lam[order])
+        rank = np.argsort(gen.random((n, L)), axis=1).argsort(axis=1).astype(np.float64)  # position -> its turn
+        v = gen.random(n)
+        order = np.argsort(lam, kind="stable")  # increasing lam: fewer masked tokens, growing visible sets
+        ls = lam[order]
+        le, la = log_mask_rate(ls), log_keep_probability(ls)
+        p_all, p_none = np.exp(L * le), np.exp(L * la)
+        p_mid = np.maximum(-np.expm1(np.logaddexp(L * le, L * la)), 0.0) if L > 1 else np.zeros(ls.size)
+        counts = np.zeros((ls.size, n))
+        if L > 1:
+            c = np.arange(1, L)
+            logpmf = gammaln(L + 1) - gammaln(c + 1) - gammaln(L - c + 1) + c * le[:, None] + (L - c) * la[:, None]
+            cdf = np.cumsum(np.exp(logpmf - logsumexp(logpmf, axis=1, keepdims=True)), axis=1)
+            for j in range(ls.size):
+                counts[j] = 1 + np.minimum(np.searchsorted(cdf[j], v, side="left"), L - 2)
+            counts = np.minimum.accumulate(counts, axis=0)  # nested masks (exact arithmetic gives this already)
+        thresholds = np.concatenate([counts, np.zeros((1, n))])  # last: nothing masked
         H = np.empty((n, lam.size)) if self.has_conditional_entropy else None
         S = np.empty((n, lam.size))
+        H_all, S_all = float(self._entropy_value()), float(np.sum(self.marginal_entropies))
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(n, lo + BLOCK_ROWS)
-            for j, (h_post, per_pos) in zip(order, self._level_sweep(x[lo:hi], u[lo:hi], eps)):
-                S[lo:hi, j] = per_pos.sum(axis=1)
+            vals = list(self._level_sweep(x[lo:hi], rank[lo:hi], thresholds[:, lo:hi]))
+            S_none = vals[-1][1].sum(axis=1)
+            for k, j in enumerate(order):
+                h_post, per_pos = vals[k]
+                S[lo:hi, j] = p_all[k] * S_all + p_none[k] * S_none + p_mid[k] * per_pos.sum(axis=1)
                 if H is not None:
-                    H[lo:hi, j] = h_post
+                    H[lo:hi, j] = p_all[k] * H_all + p_mid[k] * h_post
         return MaskedSamples(lam, H, S, seed)
 
-    def _level_sweep(self, x, u, eps):
-        """``sample_values(x, u < e)`` for each mask rate ``e`` of ``eps`` (non-increasing); models may update incrementally."""
-        for e in eps:
-            yield self.sample_values(x, u < e)
+    def _entropy_value(self) -> float:
+        ent = self.entropy
+        return float(ent.value) if isinstance(ent, Estimate) else float(ent)
+
+    def _level_sweep(self, x, u, thresholds):
+        """``sample_values(x, u < t[:, None])`` for each row ``t`` of ``thresholds`` (non-increasing from row
+        to row, so that the masks are nested); models may update incrementally."""
+        for t in thresholds:
+            yield self.sample_values(x, u < t[:, None])
 
     def information(self, lam, *, n_samples: int = DEFAULT_N_SAMPLES, rng=None) -> MaskedInformation:
         r"""Monte-Carlo estimates of :math:`H(\lambda)`, :math:`S(\lambda)`, :math:`h(\lambda)`, :math:`L^*(\lambda)` with standard errors.
