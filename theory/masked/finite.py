@@ -45,6 +45,9 @@ _F32_EXACT = 2 ** 24
 #: Class changes denser than this fraction of (samples x strings) are applied by a dense GEMM, sparser ones
 #: by a sparse product (the crossover of multithreaded BLAS and single-threaded sparse on 2 cores).
 DENSE_UPDATE_FRACTION = 0.05
+#: The work arrays of a level sweep are compacted to the strings still within one mismatch of some sample
+#: once those are fewer than this fraction of the columns (the rest can never count again).
+COMPACT_FRACTION = 0.5
 #: A class total that fell below this fraction of its running maximum is recomputed from scratch (float64
 #: path): cancellation in the incremental sums then costs at most a factor 1/REANCHOR_RATIO in relative
 #: rounding (measured: per-sample values within 1e-12 of the direct route on a 4,096-string Markov law).
@@ -305,9 +308,10 @@ class FiniteLaw(MaskedModel):
         qt = q[0] + np.where(other, q[1], 0.0)
         return H, entropy_nats(np.maximum(qt, 0.0))
 
-    def _reanchor(self, c0, c1, G, tot, hw, anchor):
-        """Recompute (float64 path) the rows whose class total fell below ``REANCHOR_RATIO`` of its largest
-        value since the last recomputation, so that cancellation never costs more than ~1e3 ulps."""
+    @staticmethod
+    def _reanchor(c0, c1, G, tot, hw, anchor, ind, mass, mlm):
+        """Recompute (float64 path) the rows whose class total fell to ``REANCHOR_RATIO`` of its largest
+        value since the last recomputation, so that cancellation never costs more than that factor."""
         from scipy import sparse
 
         np.maximum(anchor, tot, out=anchor)
@@ -317,37 +321,40 @@ class FiniteLaw(MaskedModel):
         n = c0.shape[0]
         A = np.where((rows < n)[:, None], c0[np.minimum(rows, n - 1)], c1[np.maximum(rows - n, 0)])
         A = sparse.csr_matrix(A.astype(np.float64))
-        G[rows] = A @ self._ind
-        tot[rows] = A @ self._mass
+        G[rows] = A @ ind
+        tot[rows] = A @ mass
         anchor[rows] = tot[rows]
         if hw is not None:
             first = rows < n
-            hw[rows[first]] = A[np.flatnonzero(first)] @ self._mass_log_mass
+            hw[rows[first]] = A[np.flatnonzero(first)] @ mlm
 
     def _level_sweep(self, x, u, thresholds):
         r"""Values for the masks ``u < t[:, None]``, ``t`` the rows of ``thresholds`` (non-increasing), updated incrementally.
 
-        With common random numbers the visible sets only grow as :math:`\varepsilon` falls, so the mismatch
-        counts are updated with the newly visible tokens only (a sparse product, every token once over the
-        whole sweep), and the class sums :math:`G_0, G_1` with the strings that change class
-        (:math:`m = 0 \to \ge 1`, :math:`\to 1`, :math:`1 \to \ge 2`): over the sweep each string leaves
-        class 0 once, so the total work is a few GEMM-equivalents instead of a few per level.  Exact on the
-        float32 integer-count path; float64 rounding of incremental sums otherwise.
+        With nested masks the visible sets only grow, so the mismatch counts are updated with the newly
+        visible tokens only (a sparse product: every token once over the whole sweep), and the class sums
+        :math:`G_0, G_1` with the strings that change class (:math:`m = 0 \to \ge 1`, :math:`\to 1`,
+        :math:`1 \to \ge 2`): over the sweep each string leaves class 0 once, so the total work is a few
+        GEMM-equivalents instead of a few per level.  Strings with :math:`m \ge 2` for every sample of the
+        block never count again and are dropped from the work arrays (``COMPACT_FRACTION``).  Exact on
+        the float32 integer-count path; float64 rounding of incremental sums otherwise.
         """
         from scipy import sparse
 
         x = check_tokens(x, self.V, "x")
-        n, L, V, K = x.shape[0], self.L, self.V, self.K
+        n, L, V = x.shape[0], self.L, self.V
         dt = self._ind.dtype
+        codes_T, ind, mass64, mlm = self._codes_T, self._ind, self._mass, self._mass_log_mass
+        K = ind.shape[0]
         M = np.zeros((n, K), dtype=np.float32)
         c0 = np.ones((n, K), dtype=bool)
         c1 = np.zeros((n, K), dtype=bool)
-        G = np.zeros((2 * n, self._ind.shape[1]), dtype=dt)
-        G[:n] = self._ind.sum(axis=0)
-        mass = self._mass.astype(dt)
+        G = np.zeros((2 * n, ind.shape[1]), dtype=dt)
+        G[:n] = ind.sum(axis=0)
+        mass = mass64.astype(dt)
         tot = np.zeros(2 * n)
-        tot[:n] = self._mass.sum()
-        hw = None if self._mass_log_mass is None else np.full(n, float(self._mass_log_mass.sum()))
+        tot[:n] = mass64.sum()
+        hw = None if mlm is None else np.full(n, float(mlm.sum()))
         prev = np.zeros((n, L), dtype=bool)  # visible before this level
         exact = dt == np.float32  # integer counts: incremental sums are exact
         anchor = tot.copy()
@@ -359,11 +366,11 @@ class FiniteLaw(MaskedModel):
                 if V == 2:
                     z = sparse.csr_matrix((2.0 * x[rows, cols] - 1.0, (rows, cols)), shape=(n, L), dtype=np.float32)
                     nnew = new.sum(axis=1, dtype=np.float32)[:, None]
-                    M += (nnew - z @ self._codes_T) * np.float32(0.5)
+                    M += (nnew - z @ codes_T) * np.float32(0.5)
                 else:
                     z = sparse.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, cols * V + x[rows, cols])),
                                           shape=(n, L * V))
-                    M += new.sum(axis=1, dtype=np.float32)[:, None] - z @ self._codes_T
+                    M += new.sum(axis=1, dtype=np.float32)[:, None] - z @ codes_T
                 now0 = M == 0.0
                 now1 = M == 1.0
                 D = np.empty((2 * n, K), dtype=dt)
@@ -373,13 +380,21 @@ class FiniteLaw(MaskedModel):
                 nnz = np.count_nonzero(D)
                 if nnz:
                     if nnz > DENSE_UPDATE_FRACTION * D.size:
-                        G += D @ self._ind
+                        G += D @ ind
                     else:
-                        G += sparse.csr_matrix(D) @ self._ind
+                        G += sparse.csr_matrix(D) @ ind
                     tot += D @ mass
                     if hw is not None:
-                        hw += D[:n].astype(np.float64) @ self._mass_log_mass
+                        hw += D[:n].astype(np.float64) @ mlm
                     if exact is False:
-                        self._reanchor(c0, c1, G, tot, hw, anchor)
+                        self._reanchor(c0, c1, G, tot, hw, anchor, ind, mass64, mlm)
                 prev = vis
+                live = (c0 | c1).any(axis=0)
+                if np.count_nonzero(live) < COMPACT_FRACTION * K:
+                    keep = np.flatnonzero(live)
+                    M, c0, c1 = M[:, keep], c0[:, keep], c1[:, keep]
+                    codes_T, ind = np.ascontiguousarray(codes_T[:, keep]), ind[keep]
+                    mass64, mass = mass64[keep], mass[keep]
+                    mlm = None if mlm is None else mlm[keep]
+                    K = keep.size
             yield self._values(x, vis, tot, hw, G)
