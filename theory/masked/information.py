@@ -455,7 +455,8 @@ class MaskedModel(abc.ABC):
         thresholds = np.concatenate([counts, np.zeros((1, n))])  # last: nothing masked
         H = np.empty((n, lam.size)) if self.has_conditional_entropy else None
         S = np.empty((n, lam.size))
-        H_all, S_all = float(self._entropy_value()), float(np.sum(self.marginal_entropies))
+        H_all = float(self._entropy_value()) if H is not None else 0.0
+        S_all = float(np.sum(self.marginal_entropies))
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(n, lo + BLOCK_ROWS)
             vals = list(self._level_sweep(x[lo:hi], rank[lo:hi], thresholds[:, lo:hi]))
