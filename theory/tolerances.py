@@ -204,3 +204,7 @@ MASKED_EXACT_ATOL = 1e-11
 #: Relative agreement of closed forms (Markov chain, product law) with exact enumeration: the same sums
 #: in a different order, ~100 ulps.
 MASKED_EXACT_RTOL = 1e-11
+#: Floor of a masked Monte-Carlo standard error, relative to the estimate: per-sample values are exact
+#: only up to rounding (~L ulps of a few nats), so when every draw gives the same exact value (L = 1, a
+#: product law's S) the sample spread is rounding noise; the floor keeps z-scores of such estimates ~0.
+MASKED_ROUNDING_RTOL = 1e-13

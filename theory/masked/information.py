@@ -20,7 +20,8 @@ masked iff :math:`u_i^l < \varepsilon(\lambda_j)` (common random numbers: the sa
 so masks are nested and differences between levels are accurate).  Each pair contributes the exact
 values :math:`H(X \mid z)` (entropy of the posterior) and :math:`H(X^l \mid z^{\sim l})` computed by the
 model (:meth:`MaskedModel.sample_values`); the estimates are sample means with standard errors
-:math:`\mathrm{sd}/\sqrt n` per level.  Integrals over :math:`\lambda` take their standard error from the
+:math:`\mathrm{sd}/\sqrt n` per level (floored at ``MASKED_ROUNDING_RTOL`` of the estimate, the rounding of
+values that are exact and equal for every draw).  Integrals over :math:`\lambda` take their standard error from the
 per-sample integrals, never from summed per-level errors (the levels share their draws).
 
 The budget check (:func:`masked_budget_check`, :data:`MASKED_BUDGET_RULE`) integrates :math:`h` on the
@@ -48,7 +49,7 @@ import numpy as np
 from noisealloc.theory.errors import as_generator, check_count
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.masked.process import keep_probability, log_keep_probability, log_mask_rate, mask_rate
-from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, MC_NSIGMA
+from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, MASKED_ROUNDING_RTOL, MC_NSIGMA
 
 __all__ = [
     "MASKED_BUDGET_RULE",
@@ -160,9 +161,12 @@ class MaskedSamples:
 
 
 def _mc(values: np.ndarray, seed) -> Estimate:
+    """Sample mean and standard error, floored at ``MASKED_ROUNDING_RTOL`` of the mean (rounding of exact values)."""
     n = values.shape[0]
+    mean = values.mean(axis=0)
     se = values.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.zeros(values.shape[1])
-    return Estimate(values.mean(axis=0), se, "monte-carlo", n_samples=n, info={"seed": seed})
+    se = np.hypot(se, MASKED_ROUNDING_RTOL * np.abs(mean))
+    return Estimate(mean, se, "monte-carlo", n_samples=n, info={"seed": seed})
 
 
 @dataclass(frozen=True)
