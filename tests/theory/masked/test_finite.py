@@ -346,3 +346,18 @@ def test_single_position_is_exact_with_a_rounding_floor():
         z = z_scores(getattr(info, name), getattr(ex, name).value)
         assert np.all(np.abs(z) <= 1.0), (name, z)
         assert np.all(getattr(info, name).stderr <= 10 * tol.MASKED_ROUNDING_RTOL * getattr(ex, name).value)
+
+
+@pytest.mark.parametrize("which", ["model", "finite"])
+def test_budget_by_strata(chain, chain_law, which):
+    """H(pi) = (1/(L+1)) sum_c E[S | c masked]: no quadrature, no tails (acceptance (b), second route)."""
+    model = chain if which == "model" else chain_law
+    check = model.budget_by_strata(n_samples=400, rng=2)
+    assert check.holds, check.message
+    assert check.abs_error == 0.0 and check.tail_bound == 0.0 and check.stderr > 0
+
+
+def test_budget_by_strata_is_exact_for_a_product_law():
+    pl = ProductLaw([[0.2, 0.8], [0.5, 0.5], [0.1, 0.9]])
+    check = pl.finite_law().budget_by_strata(n_samples=30, rng=0)
+    assert abs(check.value - pl.entropy) <= tol.MASKED_EXACT_ATOL and check.holds
