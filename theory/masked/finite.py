@@ -329,7 +329,7 @@ class FiniteLaw(MaskedModel):
             hw[rows[first]] = A[np.flatnonzero(first)] @ mlm
 
     def _level_sweep(self, x, u, thresholds):
-        r"""Values for the masks ``u < t[:, None]``, ``t`` the rows of ``thresholds`` (non-increasing), updated incrementally.
+        r"""Values for the masks ``u < t[:, None]`` (``t`` the non-increasing rows of ``thresholds``), incrementally.
 
         With nested masks the visible sets only grow, so the mismatch counts are updated with the newly
         visible tokens only (a sparse product: every token once over the whole sweep), and the class sums

@@ -34,6 +34,11 @@ entropy, :math:`S(\lambda) \le \sum_l H(X^l)`, so
 using :math:`\int_{-\infty}^a \alpha\varepsilon \le \int_{-\infty}^a \alpha = \log(1 + e^a)` and the mirror
 bound on the right.
 
+A second route needs neither quadrature nor tails (:meth:`MaskedModel.budget_by_strata`): given
+:math:`C = c` masked tokens :math:`S` does not depend on :math:`\lambda`, and the binomial weight of the
+stratum integrates to :math:`\int \alpha\varepsilon\binom{L}{c}\varepsilon^c\alpha^{L-c}d\lambda = 1/(L+1)`, so
+:math:`H(\pi) = \frac{1}{L+1}\sum_{c=0}^{L} E[S \mid C = c]` exactly.
+
 References
 ----------
 docs/THEORY.md section 7.2 (area theorem), 7.3 (loss identity) and 7.4 (exact rates for finite laws).
@@ -483,7 +488,7 @@ class MaskedModel(abc.ABC):
             yield self.sample_values(x, u < t[:, None])
 
     def information(self, lam, *, n_samples: int = DEFAULT_N_SAMPLES, rng=None) -> MaskedInformation:
-        r"""Monte-Carlo estimates of :math:`H(\lambda)`, :math:`S(\lambda)`, :math:`h(\lambda)`, :math:`L^*(\lambda)` with standard errors.
+        r"""Monte-Carlo estimates of :math:`H, S, h, L^*` at the levels, with standard errors.
 
         Parameters
         ----------
@@ -501,7 +506,7 @@ class MaskedModel(abc.ABC):
         return MaskedInformation.from_samples(self.information_samples(lam, n_samples=n_samples, rng=rng))
 
     def budget_by_strata(self, *, n_samples: int = DEFAULT_N_SAMPLES, rng=None) -> MaskedBudgetCheck:
-        r"""The budget from the mask-count strata, with no quadrature and no tails: :math:`H(\pi) = \frac{1}{L+1}\sum_{c=0}^{L} E[S \mid C = c]`.
+        r"""The budget over the mask-count strata, no quadrature, no tails: :math:`H(\pi) = \tfrac{1}{L+1}\sum_c E[S \mid C = c]`.
 
         Given :math:`C = c` masked tokens (a uniformly random set), :math:`S` does not depend on
         :math:`\lambda`, and :math:`\int \alpha\varepsilon\binom{L}{c}\varepsilon^c\alpha^{L-c}\,d\lambda =

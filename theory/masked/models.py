@@ -83,7 +83,8 @@ def _check_stochastic(p, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must hold finite probabilities >= 0")
     s = arr.sum(axis=-1)
     if np.any(np.abs(s - 1.0) > PROBABILITY_SUM_ATOL):
-        raise ValueError(f"{name} rows must sum to 1; got a row summing to {float(s.ravel()[np.argmax(np.abs(s - 1).ravel())])!r}")
+        worst = float(s.ravel()[np.argmax(np.abs(s - 1).ravel())])
+        raise ValueError(f"{name} rows must sum to 1; got a row summing to {worst!r}")
     return arr / s[..., None]
 
 
@@ -155,7 +156,7 @@ class ProductLaw(MaskedModel):
         return np.minimum((u >= self._cum[None]).sum(axis=-1), self.V - 1).astype(np.int64)
 
     def sample_values(self, x, mask):
-        r"""Exact per-sample values: :math:`H(X \mid z) = \sum_{l \text{ masked}} H(p_l)`, :math:`H(X^l \mid z^{\sim l}) = H(p_l)`.
+        r"""Exact per-sample values: :math:`H(X \mid z) = \sum_{l\,\mathrm{masked}} H(p_l)`, :math:`H(X^l \mid z^{\sim l}) = H(p_l)`.
 
         Parameters
         ----------

@@ -400,7 +400,7 @@ def transport_pdf_to_lam(pdf_u, lam, coordinate):
 
 
 def transport_pdf_from_lam(pdf_lam, u, coordinate):
-    r"""Density in a masked coordinate ``u`` from a density in :math:`\lambda`: :math:`p_u(u) = p_\lambda(\lambda(u))|d\lambda/du|`.
+    r"""Density in a masked coordinate ``u`` from one in :math:`\lambda`: :math:`p_u = p_\lambda(\lambda(u))|d\lambda/du|`.
 
     Parameters
     ----------
@@ -510,7 +510,7 @@ def masks_from_uniforms(u, lam):
 
 
 def mask_tokens(tokens, lam, V: int, *, rng=None) -> np.ndarray:
-    r"""Mask a batch of token strings at log-odds levels: each token becomes ``V`` with probability :math:`\varepsilon(\lambda)`.
+    r"""Mask a batch of token strings: each token becomes ``V`` with probability :math:`\varepsilon(\lambda)`.
 
     Parameters
     ----------

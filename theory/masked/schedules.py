@@ -221,7 +221,7 @@ def _uniform_in(coord_name: str, lam_min, lam_max, coordinate, name):
 
 
 def masked_linear(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX, coordinate="lambda"):
-    r"""Linear schedule: :math:`t` uniform with :math:`\alpha = 1 - t` (MDLM, MD4), truncated to :math:`[\lambda_{min}, \lambda_{max}]`.
+    r"""Linear schedule: :math:`t` uniform with :math:`\alpha = 1 - t` (MDLM, MD4), truncated to the interval.
 
     In :math:`\lambda` its density is :math:`\alpha\varepsilon` (logistic), renormalised on the interval.
 
