@@ -56,6 +56,7 @@ _EXPORTS = {
     'masked_linear': 'noisealloc.theory.masked.schedules',
     'masked_cosine': 'noisealloc.theory.masked.schedules',
     'masked_uniform_lambda': 'noisealloc.theory.masked.schedules',
+    'maskgit_cosine': 'noisealloc.theory.masked.schedules',
     'masked_heuristics': 'noisealloc.theory.masked.schedules',
     'mask_rates': 'noisealloc.theory.masked.schedules',
     'sample_mask_rates': 'noisealloc.theory.masked.schedules',

@@ -21,9 +21,13 @@ Coordinates of the masked process (:data:`MASKED_COORDINATES`), objects of
 ``t-masked``           the customary time with :math:`\alpha = 1 - t` (MDLM, MD4):     ``(0, 1)``
                        the same map as ``eps`` (:math:`t = \varepsilon`), named for training loops
 ``t-masked-cosine``    cosine time, :math:`\alpha = \cos(\pi t / 2)`                   ``(0, 1)``
+                       (the form docs/THEORY.md section 7.6 specifies)
+``t-maskgit``          MaskGIT's (and MD4's) cosine: a fraction :math:`\cos(\pi r/2)`   ``(0, 1)``
+                       masked, :math:`r` uniform; with :math:`t = 1 - r`,
+                       :math:`\varepsilon = \sin(\pi t/2)`
 =====================  =======================================================  ===========
 
-All three decrease with :math:`\lambda`.  They are deliberately *not* registered in
+All four decrease with :math:`\lambda`.  They are deliberately *not* registered in
 :data:`noisealloc.theory.coordinates.COORDINATES`: their :math:`\lambda` is the masked log-odds, not the
 Gaussian log-SNR of docs/THEORY.md section 1, and a registry lookup by name (a loss-file column, a CLI
 option) must not mix the two.  Use :func:`get_masked_coordinate` to look them up.
@@ -34,7 +38,7 @@ Densities move between coordinates with the Jacobian, :math:`p_\lambda(\lambda) 
 Conditioning.  ``eps`` and ``t-masked`` carry :math:`\alpha = 1 - \varepsilon` through a float64
 :math:`\varepsilon` near 1, whose absolute resolution is about 1e-16: :math:`\lambda \to \varepsilon \to
 \lambda` is accurate to 1e-10 relative (to :math:`\max(1, |\lambda|)`) for :math:`\lambda \ge -15`
-(:attr:`Coordinate.lam_accurate`); ``t-masked-cosine`` has the same limit at :math:`t \to 1`.  Below that,
+(:attr:`Coordinate.lam_accurate`); ``t-masked-cosine`` and ``t-maskgit`` have the same limit at :math:`t \to 1`.  Below that,
 use :math:`\lambda` itself.
 
 References
@@ -316,6 +320,32 @@ def _cos_du(lam):
     return -(2.0 / math.pi) * np.exp(la + 0.5 * le) / np.sqrt(1.0 + np.exp(la))
 
 
+def _mg_to_lam(t):
+    # eps = sin(pi t / 2); alpha = 1 - sin(pi t / 2) = 2 sin^2(pi (1 - t) / 4)  (1 - t exact for t >= 1/2)
+    e = np.sin(0.5 * math.pi * t)
+    log_alpha = math.log(2.0) + 2.0 * np.log(np.sin(0.25 * math.pi * (1.0 - t)))
+    return log_alpha - np.log(e)
+
+
+def _mg_from_lam(lam):
+    # t = (2/pi) arcsin(eps) = (2/pi) atan2(eps, sqrt(1 - eps^2)), 1 - eps^2 = alpha (1 + eps)
+    la, le = log_keep_probability(lam), log_mask_rate(lam)
+    e = np.exp(le)
+    return (2.0 / math.pi) * np.arctan2(e, np.exp(0.5 * la) * np.sqrt(1.0 + e))
+
+
+def _mg_dlam(t):
+    e = np.sin(0.5 * math.pi * t)
+    alpha = 2.0 * np.sin(0.25 * math.pi * (1.0 - t)) ** 2
+    return -(0.5 * math.pi) * np.cos(0.5 * math.pi * t) / (alpha * e)
+
+
+def _mg_du(lam):
+    # dt/dlam = (2/pi) eps' / sqrt(1 - eps^2) = -(2/pi) eps sqrt(alpha / (1 + eps))
+    la, le = log_keep_probability(lam), log_mask_rate(lam)
+    return -(2.0 / math.pi) * np.exp(le + 0.5 * la) / np.sqrt(1.0 + np.exp(le))
+
+
 #: The coordinates of the masked process (module docstring); values are
 #: :class:`~noisealloc.theory.coordinates.Coordinate` objects.
 MASKED_COORDINATES: dict[str, Coordinate] = {
@@ -327,6 +357,8 @@ MASKED_COORDINATES: dict[str, Coordinate] = {
                          (-15.0, 700.0), _eps_to_lam, lambda lam: np.exp(log_mask_rate(lam)), _eps_dlam, _eps_du),
         MaskedCoordinate("t-masked-cosine", r"masked-diffusion time $t$ ($\alpha = \cos(\pi t/2)$)", (0.0, 1.0),
                          False, (-15.0, 700.0), _cos_to_lam, _cos_from_lam, _cos_dlam, _cos_du),
+        MaskedCoordinate("t-maskgit", r"MaskGIT time $t$ ($\varepsilon = \sin(\pi t/2)$)", (0.0, 1.0), False,
+                         (-15.0, 700.0), _mg_to_lam, _mg_from_lam, _mg_dlam, _mg_du),
     )
 }
 _TIME_COORD = {"linear": MASKED_COORDINATES["t-masked"], "cosine": MASKED_COORDINATES["t-masked-cosine"]}
@@ -338,7 +370,7 @@ def get_masked_coordinate(name) -> Coordinate:
     Parameters
     ----------
     name : str or Coordinate
-        ``'lambda'`` (alias ``'lam'``), ``'eps'``, ``'t-masked'`` or ``'t-masked-cosine'``; a
+        ``'lambda'`` (alias ``'lam'``), ``'eps'``, ``'t-masked'``, ``'t-masked-cosine'`` or ``'t-maskgit'``; a
         :class:`~noisealloc.theory.coordinates.Coordinate` is returned as is.
 
     Returns

@@ -3,7 +3,7 @@ heuristics in common use, :math:`h` from measured losses, mask rates for trainin
 
 Every schedule here is a :class:`~noisealloc.theory.schedules.base.Schedule` whose :math:`\lambda` is the
 masked log-odds :math:`\log(\alpha/\varepsilon)` (:mod:`noisealloc.theory.masked.process`), in one of the
-coordinates ``lambda``, ``eps``, ``t-masked`` or ``t-masked-cosine``.
+coordinates ``lambda``, ``eps``, ``t-masked``, ``t-masked-cosine`` or ``t-maskgit``.
 
 =============================  ================================================================================
 :func:`masked_schedule_from_rate`  :math:`p_u \propto (h\,|d\lambda/du|)^\gamma`, :math:`\gamma = \tfrac12` (square-root
@@ -13,6 +13,7 @@ coordinates ``lambda``, ``eps``, ``t-masked`` or ``t-masked-cosine``.
                                    :math:`\lambda` the logistic density :math:`\alpha\varepsilon`
 :func:`masked_cosine`              uniform :math:`t` with :math:`\alpha = \cos(\pi t/2)` (the form docs/THEORY.md §7.6
                                    specifies; MaskGIT's own rule differs, see its docstring)
+:func:`maskgit_cosine`             MaskGIT's (and MD4's) cosine: :math:`\varepsilon = \sin(\pi t/2)`, :math:`t` uniform
 :func:`masked_uniform_lambda`      uniform in :math:`\lambda`
 =============================  ================================================================================
 
@@ -46,6 +47,7 @@ __all__ = [
     "masked_schedule_from_losses",
     "masked_linear",
     "masked_cosine",
+    "maskgit_cosine",
     "masked_uniform_lambda",
     "masked_heuristics",
     "mask_rates",
@@ -266,6 +268,27 @@ def masked_cosine(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_
     return _uniform_in("t-masked-cosine", lam_min, lam_max, coordinate, "masked_cosine")
 
 
+def maskgit_cosine(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX, coordinate="lambda"):
+    r"""MaskGIT's cosine rule (also MD4's cosine schedule): a fraction :math:`\cos(\pi r/2)` of the tokens masked, :math:`r` uniform.
+
+    With :math:`t = 1 - r`: :math:`\varepsilon = \sin(\pi t/2)`, :math:`t` uniform (coordinate ``t-maskgit``).
+    Not the same law as :func:`masked_cosine` (:math:`\alpha = \cos(\pi t/2)`, the form docs/THEORY.md
+    section 7.6 specifies); both are provided so that a comparison can say which one it ran.
+
+    Parameters
+    ----------
+    lam_min, lam_max : float
+        Log-odds interval.
+    coordinate : str or Coordinate
+        Coordinate of the returned schedule.
+
+    Returns
+    -------
+    Schedule
+    """
+    return _uniform_in("t-maskgit", lam_min, lam_max, coordinate, "maskgit_cosine")
+
+
 def masked_uniform_lambda(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX,
                           coordinate="lambda"):
     r"""Uniform density in the log-odds on :math:`[\lambda_{min}, \lambda_{max}]`.
@@ -286,7 +309,7 @@ def masked_uniform_lambda(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = 
 
 def masked_heuristics(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFAULT_LAM_MAX,
                       coordinate="lambda") -> dict:
-    """The heuristic schedules of docs/THEORY.md section 7.6 by name (linear, cosine, uniform in lambda).
+    """The heuristic schedules of docs/THEORY.md section 7.6 by name (linear, both cosines, uniform in lambda).
 
     Parameters
     ----------
@@ -301,7 +324,7 @@ def masked_heuristics(*, lam_min: float = DEFAULT_LAM_MIN, lam_max: float = DEFA
     """
     kw = dict(lam_min=lam_min, lam_max=lam_max, coordinate=coordinate)
     return {"masked_linear": masked_linear(**kw), "masked_cosine": masked_cosine(**kw),
-            "masked_uniform_lambda": masked_uniform_lambda(**kw)}
+            "maskgit_cosine": maskgit_cosine(**kw), "masked_uniform_lambda": masked_uniform_lambda(**kw)}
 
 
 def mask_rates(lam) -> np.ndarray:

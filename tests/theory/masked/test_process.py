@@ -36,6 +36,9 @@ def lam_exact(name: str, u: float) -> mp.mpf:
         if name == "t-masked-cosine":
             a = mp.cos(mp.pi * u / 2)
             return mp.log(a / (1 - a))
+        if name == "t-maskgit":
+            e = mp.sin(mp.pi * u / 2)
+            return mp.log((1 - e) / e)
     raise AssertionError(name)
 
 
@@ -251,7 +254,11 @@ def test_du_dlam_accurate_in_both_tails(name):
 
     def u_of(lam):
         a = sigmoid_mp(lam)
-        return 1 - a if name != "t-masked-cosine" else 2 * mp.acos(a) / mp.pi
+        if name == "t-masked-cosine":
+            return 2 * mp.acos(a) / mp.pi
+        if name == "t-maskgit":
+            return 2 * mp.asin(1 - a) / mp.pi
+        return 1 - a
 
     for lam in np.linspace(-40.0, 40.0, 17):
         with mp.workdps(40):

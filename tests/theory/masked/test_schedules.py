@@ -117,3 +117,13 @@ def test_refusals(exact_h):
         S.masked_linear(lam_min=1.0, lam_max=-1.0)
     with pytest.raises(ValueError):  # eps(-40) rounds to 1: outside the open domain of the coordinate
         S.masked_schedule_from_rate(np.linspace(-40.0, 0.0, 9), np.ones(9), coordinate="eps")
+
+
+def test_maskgit_cosine_is_maskgit_rule_and_differs_from_the_specified_cosine():
+    """MaskGIT: a fraction cos(pi r / 2) masked with r uniform, i.e. (2/pi) arccos(eps) is uniform."""
+    eps = S.sample_mask_rates(S.maskgit_cosine(lam_min=-30.0, lam_max=30.0), 20000, rng=3)
+    assert stats.kstest(2 / math.pi * np.arccos(eps), "uniform").pvalue > tol.KS_ALPHA
+    spec = S.sample_mask_rates(S.masked_cosine(lam_min=-30.0, lam_max=30.0), 20000, rng=3)
+    assert stats.kstest(2 / math.pi * np.arccos(spec), "uniform").pvalue < tol.KS_ALPHA
+    # alpha = cos(pi t / 2) with t uniform: (2/pi) arccos(1 - eps) is uniform instead
+    assert stats.kstest(2 / math.pi * np.arccos(1 - spec), "uniform").pvalue > tol.KS_ALPHA
