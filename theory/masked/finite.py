@@ -120,6 +120,15 @@ def merge_duplicate_strings(strings: np.ndarray, weights: np.ndarray):
     return uniq, merged, counts.astype(np.int64)
 
 
+def _binary_entropy(q0, q1):
+    """Entropy (nats) of the two-point law proportional to ``(q0, q1)``, elementwise."""
+    from scipy.special import entr
+
+    tot = q0 + q1
+    inv = 1.0 / np.where(tot > 0, tot, 1.0)
+    return entr(q0 * inv) + entr(q1 * inv)
+
+
 class FiniteLaw(MaskedModel):
     r"""A law on ``K`` token strings (a discrete Dirac mixture) with exact per-sample values under masking.
 
@@ -300,10 +309,16 @@ class FiniteLaw(MaskedModel):
         if hw is not None:
             H = np.maximum(H - hw / tot[:n], 0.0)
         G = np.asarray(G, dtype=np.float64).reshape(2, n, L, V - 1)
+        t = tot.reshape(2, n)[..., None]
+        if V == 2:  # one column: q(1) = G, q(0) = T - G
+            g0, g1 = G[0, ..., 0], G[1, ..., 0]
+            # a string with one visible mismatch counts only at that position, for the token value != x^l
+            q1 = g0 + np.where(vis & (x == 0), g1, 0.0)
+            q0 = (t[0] - g0) + np.where(vis & (x == 1), t[1] - g1, 0.0)
+            return H, _binary_entropy(np.maximum(q0, 0.0), np.maximum(q1, 0.0))
         q = np.empty((2, n, L, V))
         q[..., 1:] = G
-        q[..., 0] = tot.reshape(2, n)[..., None] - G.sum(axis=-1)
-        # a string with one visible mismatch counts only at that position, for the token values != x^l
+        q[..., 0] = t - G.sum(axis=-1)
         other = vis[..., None] & (np.arange(V) != x[..., None])
         qt = q[0] + np.where(other, q[1], 0.0)
         return H, entropy_nats(np.maximum(qt, 0.0))
