@@ -63,7 +63,9 @@ def test_theory_document_is_in_the_repository():
 def test_every_citation_resolves():
     files = subprocess.run(["git", "ls-files", "*.py", "*.md", "*.toml", "*.cfg"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split()
-    sources = {f: (REPO / f).read_text(encoding="utf-8") for f in files if f != "docs/THEORY.md" and (REPO / f).exists()}
+    # this file's own checker examples cite missing sections on purpose
+    skip = {"docs/THEORY.md", "tests/test_docs.py"}
+    sources = {f: (REPO / f).read_text(encoding="utf-8") for f in files if f not in skip and (REPO / f).exists()}
     n = sum(len(CITATION.findall(t)) for t in sources.values())
     assert n > 100, n  # the scan does see the citations
     bad = unresolved(sources, headings(DOC.read_text(encoding="utf-8")))

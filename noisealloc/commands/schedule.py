@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 COORDINATE_CHOICES = ("lambda", "sigma", "log-sigma", "t", "t-linear", "t-cosine", "t-edm", "t-rf")
+#: Coordinates of the masked process (noisealloc.theory.masked.process.MASKED_COORDINATES) besides lambda.
+MASKED_COORDINATE_CHOICES = ("eps", "t-masked", "t-masked-cosine", "t-maskgit")
 
 
 def add_arguments(parser) -> None:
@@ -24,9 +26,15 @@ def add_arguments(parser) -> None:
                      "gaussian:..., circle:..., digits, mnist[:PATH], npz:PATH")
     src.add_argument("--from-losses", metavar="FILE.csv", help="per-level held-out losses of a trained model: one "
                      "noise-level column (lam, sigma, t, ...) and one of loss_x0, loss_eps, loss_v; optional loss_se")
+    parser.add_argument("--process", choices=("gaussian", "masked"), default="gaussian",
+                        help="forward process: Gaussian noise (log-SNR lambda, default) or masking (log-odds lambda = "
+                             "log(alpha/eps), docs/THEORY.md section 7); masked SPECs: npz:PATH with integer atoms, "
+                             "digits-binarised, mnist-binarised[:PATH], markov:V=2,L=12,stay=0.9; masked losses: a "
+                             "CSV with lam, eps or t (alpha = 1 - t) and loss_ce (nats per string over masked tokens)")
     parser.add_argument("--rule", choices=("sqrt-entropy", "entropy"), default="sqrt-entropy")
-    parser.add_argument("--coordinate", choices=COORDINATE_CHOICES, default="lambda",
-                        help="coordinate of the learners and of the exported schedule (the square-root law depends on it)")
+    parser.add_argument("--coordinate", choices=COORDINATE_CHOICES + MASKED_COORDINATE_CHOICES, default="lambda",
+                        help="coordinate of the learners (the square-root law depends on it); masked: lambda, eps, "
+                             "t-masked (alpha = 1 - t), t-masked-cosine, t-maskgit, and the file is written in lambda")
     parser.add_argument("--lam-min", type=float, default=None, help="default -12 (data) or the measured range (losses)")
     parser.add_argument("--lam-max", type=float, default=None, help="default 12 (data) or the measured range (losses)")
     parser.add_argument("--levels", type=int, default=129,
@@ -48,6 +56,62 @@ def add_arguments(parser) -> None:
                              "factor against this profile")
     parser.add_argument("--out", metavar="FILE.json", help="write the schedule (noisealloc.schedule v1)")
     parser.add_argument("--plot", metavar="FILE.png")
+
+
+def _check_process(args) -> None:
+    """Options that belong to one process only, refused before any work."""
+    if args.process == "masked":
+        if args.coordinate not in ("lambda",) + MASKED_COORDINATE_CHOICES:
+            raise ValueError(f"--coordinate {args.coordinate} is a coordinate of the Gaussian process; --process masked "
+                             f"takes lambda, {', '.join(MASKED_COORDINATE_CHOICES)}")
+        if args.compare and args.coordinate != "lambda":
+            raise ValueError("--compare with --process masked ranks schedules in lambda: drop --coordinate")
+    elif args.coordinate in MASKED_COORDINATE_CHOICES:
+        raise ValueError(f"--coordinate {args.coordinate} is a coordinate of the masked process (add --process masked)")
+
+
+def _masked_profile_from_data(args):
+    import sys
+
+    from noisealloc.theory.errors import check_interval
+    from noisealloc.theory.masked.data import load_masked_data
+    from noisealloc.theory.masked.process import get_masked_coordinate
+    from noisealloc.theory.masked.schedules import masked_schedule_from_model
+
+    lo = -12.0 if args.lam_min is None else args.lam_min
+    hi = 12.0 if args.lam_max is None else args.lam_max
+    lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
+    model, law, why = load_masked_data(args.from_data, law=args.law)
+    print(f"law: {law} ({why}); masked process, log-odds lambda", file=sys.stderr, flush=True)
+    coord = args.coordinate if args.coordinate == "lambda" else get_masked_coordinate(args.coordinate)
+    lam = np.linspace(lo, hi, args.levels)
+    res = masked_schedule_from_model(model, lam, rule=args.rule, coordinate=coord, floor=args.floor,
+                                     n_samples=512 if args.samples is None else args.samples, rng=args.seed)
+    return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": res.method, "law": law,
+            "source": {"data": args.from_data, "law": law, "law_reason": why, "process": "masked"},
+            "schedule": res.schedule, "plateau": None, "data_scale": None}
+
+
+def _masked_profile_from_losses(args):
+    from noisealloc.theory.masked.data import read_masked_losses
+    from noisealloc.theory.masked.process import get_masked_coordinate
+    from noisealloc.theory.masked.schedules import masked_schedule_from_losses
+
+    table = read_masked_losses(args.from_losses)
+    lo_m, hi_m = float(table.lam[0]), float(table.lam[-1])
+    lo = lo_m if args.lam_min is None else args.lam_min
+    hi = hi_m if args.lam_max is None else args.lam_max
+    if lo < lo_m - 1e-9 or hi > hi_m + 1e-9 or not lo < hi:
+        raise ValueError(f"[--lam-min, --lam-max] = [{lo:g}, {hi:g}] must be a non-empty part of the measured "
+                         f"range [{lo_m:.6g}, {hi_m:.6g}] of {args.from_losses}")
+    keep = (table.lam >= lo - 1e-9) & (table.lam <= hi + 1e-9)
+    coord = args.coordinate if args.coordinate == "lambda" else get_masked_coordinate(args.coordinate)
+    res = masked_schedule_from_losses(table.lam[keep], table.loss[keep],
+                                      loss_stderr=None if table.stderr is None else table.stderr[keep],
+                                      rule=args.rule, coordinate=coord, floor=args.floor)
+    return {"lam": res.lam, "h": res.h, "h_stderr": res.h_stderr, "method": "measured masked losses (h = alpha L)",
+            "law": "measured losses", "schedule": res.schedule, "plateau": None, "data_scale": None,
+            "source": {"losses": args.from_losses, "law": "measured losses", "process": "masked", **table.source}}
 
 
 def _profile_from_data(args):
@@ -299,10 +363,14 @@ def run(args) -> int:
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
     _check_size(args)
     # read before computing, so that a bad file is refused before any work or output
+    _check_process(args)
     compared = [_load_any(path) for path in args.compare or []]
-    profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
+    if args.process == "masked":
+        profile = _masked_profile_from_data(args) if args.from_data else _masked_profile_from_losses(args)
+    else:
+        profile = _profile_from_data(args) if args.from_data else _profile_from_losses(args)
     schedule = profile["schedule"]
-    sl = schedule.to("lambda")
+    sl = schedule.to("lambda") if args.process == "gaussian" else _masked_in_lambda(schedule, profile["lam"])
     lam_mean = float(np.trapezoid(profile["lam"] * sl.pdf(profile["lam"]), profile["lam"]))
     above4 = float(sl.sf(4.0)) if sl.interval[0] < 4.0 < sl.interval[1] else float(sl.interval[0] >= 4.0)
     print(f"{args.rule} schedule in {args.coordinate} from the {profile['law']} law: lam in "
@@ -312,7 +380,12 @@ def run(args) -> int:
         meta = {"rule": args.rule, "coordinate": args.coordinate, "floor": args.floor, "seed": args.seed,
                 "levels": args.levels, "method": profile["method"], "version": __version__,
                 **{k: v for k, v in profile["source"].items() if isinstance(v, (str, int, float, dict))}}
-        save_json(schedule, args.out, meta=meta)
+        if args.process == "masked":
+            from noisealloc.theory.masked.schedules import save_masked_json
+
+            save_masked_json(schedule, args.out, meta=meta)  # always in lambda, built_in_coordinate kept
+        else:
+            save_json(schedule, args.out, meta=meta)
         print(f"wrote {args.out}")
     if args.compare:
         schedules = {f"{args.rule} (this profile)": schedule}
@@ -328,6 +401,60 @@ def run(args) -> int:
         if any(not np.isfinite(lf.factor) for _, lf in rows):
             print("unbounded: the schedule puts no mass on levels where h > 0 (their learners never train)")
     if args.plot:
-        _plot(args.plot, profile, schedule, args)
+        (_plot_masked if args.process == "masked" else _plot)(args.plot, profile, schedule, args)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _masked_in_lambda(schedule, lam):
+    """The masked schedule as a density in its log-odds on the grid ``lam`` (exact transport, tabulated)."""
+    from noisealloc.theory.masked.process import transport_pdf_to_lam
+    from noisealloc.theory.schedules.base import TabulatedSchedule
+
+    if schedule.coordinate.name == "lambda":
+        return schedule
+    grid = np.linspace(float(lam[0]), float(lam[-1]), 2001)
+    pdf = np.maximum(transport_pdf_to_lam(schedule.pdf, grid, schedule.coordinate), 0.0)
+    return TabulatedSchedule(grid, pdf, "lambda", name=schedule.name)
+
+
+def _plot_masked(path, profile, schedule, args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from noisealloc.theory.masked.schedules import masked_heuristics
+    from noisealloc.theory.output import write_figure
+
+    lam, h = profile["lam"], profile["h"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    ax1.plot(lam, h, color="C0", lw=1.8, label=r"$h(\lambda) = \alpha\varepsilon \sum_l H(X^l \mid Z^{\sim l})$")
+    se = np.asarray(profile.get("h_stderr", 0.0) + 0.0 * h)
+    if np.any(se > 0):
+        ax1.fill_between(lam, np.maximum(h - 2 * se, 0.0), h + 2 * se, color="C0", alpha=0.25, label=r"$\pm 2$ s.e.")
+    ax1.set_xlabel(r"log-odds $\lambda = \log(\alpha/\varepsilon)$ (mask rate $\varepsilon = $ sigmoid$(-\lambda)$)")
+    ax1.set_ylabel(r"entropy rate $h(\lambda)$ [nats per unit $\lambda$]")
+    ax1.set_title(f"masked process: entropy-rate profile ({profile['method']})", fontsize=9)
+    ax1.set_ylim(bottom=0.0)
+    ax1.legend(fontsize=7)
+    ax1.grid(alpha=0.3)
+    sl = _masked_in_lambda(schedule, lam)
+    grid = np.linspace(lam[0], lam[-1], 1000)
+    ax2.plot(grid, sl.pdf(grid), color="C1", lw=2, label=f"{args.rule} (built in {schedule.coordinate.name})")
+    for k, (name, s) in enumerate(masked_heuristics(lam_min=float(lam[0]), lam_max=float(lam[-1])).items()):
+        s_l = _masked_in_lambda(s, lam)
+        ax2.plot(grid, s_l.pdf(grid), ls="--", lw=1.2, color=f"C{k + 3}", label=name)
+    ax2.set_xlabel(r"log-odds $\lambda$")
+    ax2.set_ylabel(r"density per unit $\lambda$")
+    ax2.set_title("schedule and the heuristics practitioners use", fontsize=8)
+    ax2.legend(fontsize=7)
+    ax2.grid(alpha=0.3)
+    fig.suptitle("noisealloc schedule --process masked: " + ", ".join(
+        f"{k}={v}" for k, v in profile["source"].items() if k in ("data", "losses")) + f"; law: {profile['law']}",
+        fontsize=10)
+    fig.tight_layout()
+    try:
+        write_figure(fig, path)
+    finally:
+        plt.close(fig)

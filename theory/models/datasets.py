@@ -22,6 +22,7 @@ SPEC                                          model
 ``mnist`` / ``mnist:PATH``                    MNIST test set, 10,000 atoms, ``D = 784``
 ``digits-binarised``, ``mnist-binarised[:P]``  the same images with pixels set to -1 or +1 (sign of ``x``)
 ``npz:PATH``                                  user file: ``atoms`` (+ ``weights``) or ``mean``, ``basis``, ``variances``
+``markov:V=2,L=12,stay=0.9``                  token strings of a stationary Markov chain (masked process only)
 ============================================  ==============================================
 
 The model classes live in :mod:`noisealloc.theory.models.dirac`,
@@ -74,6 +75,7 @@ SPEC_FORMS = (
     "digits-binarised",
     "mnist-binarised[:PATH]",
     "npz:PATH",
+    "markov:V=2,L=12,stay=0.9 (masked process only)",
 )
 
 
@@ -221,11 +223,15 @@ _FAMILY_KEYS = {
     "dirac": {"K": int, "D": int, "sep": float, "seed": int, "layout": str, "weights": str},
     "gaussian": {"D": int, "k": int, "var": float, "seed": int},
     "circle": {"D": int, "r": float},
+    # a stationary Markov chain over V tokens (the masked process's source with known H(pi)): each token
+    # repeats the one before with probability `stay`, else moves to one of the V - 1 others uniformly
+    "markov": {"V": int, "L": int, "stay": float},
 }
 _FAMILY_DEFAULTS = {
     "dirac": {"K": 5, "D": 1, "sep": 2.0, "seed": 0, "layout": "random", "weights": "uniform"},
     "gaussian": {"D": 8, "k": 2, "var": 1.0, "seed": 0},
     "circle": {"D": 2, "r": 1.0},
+    "markov": {"V": 2, "L": 12, "stay": 0.9},
 }
 
 
@@ -451,6 +457,9 @@ def load_data(spec: str):
         return _model_class(spec, "models.dirac", "DiracMixture")(*dirac_atoms(**opt))
     if kind == "gaussian":
         return _model_class(spec, "models.gaussian", "GaussianManifold")(*gaussian_parameters(**opt))
+    if kind == "markov":
+        raise _spec_error(spec, "markov is a source of token strings for the masked process (--process masked, "
+                                "noisealloc.theory.masked.data.load_masked_data)")
     if kind == "circle":
         Circle = _model_class(spec, "models.manifolds", "Circle")
         if opt["D"] < 2:

@@ -759,7 +759,7 @@ LOSS_FACTOR_GRID = 4001
 
 @dataclass(frozen=True)
 class LossFactor:
-    """The independent-learner loss factor of a schedule against an entropy-rate profile (Theorem 2).
+    r"""The independent-learner loss factor of a schedule against an entropy-rate profile (Theorem 2).
 
     Attributes
     ----------
