@@ -56,10 +56,10 @@ def test_snippet_runs_and_passes_ks(name, schedule_dir):
     assert p > tolerances.KS_ALPHA, f"{name} snippet: KS p = {p:.2e}"
 
 
-def _readme_schedule_commands():
+def _readme_schedule_commands(prefix="noisealloc schedule "):
     blocks = re.findall(r"```bash\n(.*?)```", (REPO_ROOT / "README.md").read_text(), re.S)
     lines = [l.split("#")[0].strip() for b in blocks for l in b.splitlines()]
-    return [l.split()[1:] for l in lines if l.startswith("noisealloc schedule ")]
+    return [l.split()[1:] for l in lines if l.startswith(prefix)]
 
 
 def test_readme_has_schedule_commands():
@@ -75,10 +75,15 @@ def test_every_readme_schedule_command_exits_0(tmp_path):
     lam = rng.uniform(-8.0, 8.0, 20_000)
     loss = rng.chisquare(1, lam.size) / (1.0 + np.exp(lam))
     (tmp_path / "losses.csv").write_text("lam,loss_x0\n" + "".join(f"{a:.8g},{b:.8g}\n" for a, b in zip(lam, loss)))
+    # masked cross-entropies of a product law of 3 nats per string, one row per level
+    grid = np.linspace(-8.0, 8.0, 33)
+    (tmp_path / "masked_losses.csv").write_text(
+        "lam,loss_ce\n" + "".join(f"{a:.8g},{3.0 / (1.0 + np.exp(a)):.8g}\n" for a in grid))
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        for argv in _readme_schedule_commands():
+        for argv in _readme_schedule_commands() + [a for a in _readme_schedule_commands("noisealloc entropy ")
+                                                   if "--process" in a]:
             assert main(argv) == 0, argv
     finally:
         os.chdir(cwd)
