@@ -142,12 +142,13 @@ def solve(
         ``SANDWICH_RANDOM_STARTS`` = 4; 0 keeps the uniform (or ``p0``) start, the surrogate's
         optimum and ``starts``).  Not used where a global proof exists (below).
     global_search : bool, optional
-        Sandwich only: after the multi-start, try to prove the best KKT point global by
-        :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective relaxation over
-        :math:`A_p^{-1}`), to relative accuracy ``SANDWICH_GLOBAL_RTOL`` within
-        ``SANDWICH_BNB_MAX_BOXES`` boxes.  Default (None): when ``m = 2`` and
-        ``n <= SANDWICH_BNB_MAX_LEVELS`` (each box is an LP of size proportional to
-        :math:`3^{m(m+1)/2} n`); True: for any ``m``; False: never.
+        Sandwich only: after the multi-start, try to prove the best KKT point global, to relative
+        accuracy ``SANDWICH_GLOBAL_RTOL``: for ``m = 2`` by
+        :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` (Bernstein subdivision over every set
+        of four levels, Theorem 1's bound; a lower point it finds is polished and the proof repeated);
+        for larger ``m`` by :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective
+        relaxation over :math:`A_p^{-1}`, ``SANDWICH_BNB_MAX_BOXES`` boxes).  Default (None): when ``m = 2``
+        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS``; True: for any ``m``; False: never.
 
     Returns
     -------

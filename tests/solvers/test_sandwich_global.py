@@ -471,7 +471,8 @@ def test_branch_and_bound_closes_on_a_nearly_convex_problem_at_the_exhaustive_mi
 
 
 def test_branch_and_bound_without_a_bounded_region_says_so():
-    """sigma = 0 (a G_i singular where A_i is not) and no ridge: no root box, no proof, a note."""
+    """sigma = 0 (a G_i singular where A_i is not) and no ridge: the LP branch and bound has no root box,
+    no proof, a note; the Bernstein proof (the default for m = 2) still closes."""
     from noisealloc.solvers.sandwich_global import branch_and_bound
 
     A = np.stack([np.eye(2), np.diag([2.0, 1.0]), np.diag([1.0, 3.0])])
@@ -482,7 +483,10 @@ def test_branch_and_bound_without_a_bounded_region_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = solve(A, "sandwich", G=G, A_eval=np.eye(2))
-    assert res.optimality == "local (KKT)" and "no branch and bound: no bounded region" in res.message
+    # the two-parameter Bernstein proof needs no bounded region of A_p^-1: it proves the result global,
+    # at the value of the independent exhaustive search over supports
+    assert res.optimality == "global" and "Bernstein proof" in res.message
+    np.testing.assert_allclose(res.value, grid_supports_oracle(A, G, np.eye(2)), rtol=KKT_RTOL)
 
 
 def test_global_search_is_validated():
