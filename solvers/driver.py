@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+from math import comb
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from noisealloc.solvers.problem import (
 from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
 from noisealloc.theory.errors import ConvergenceWarning, as_generator, check_choice
 from noisealloc.solvers.sandwich_global import (
+    bernstein_proof,
     branch_and_bound,
     dirichlet_starts,
     exhaustive_one_parameter,
@@ -48,7 +50,7 @@ from noisealloc.theory.tolerances import (
     FW_GAP_RTOL,
     KKT_RTOL,
     SANDWICH_BNB_MAX_BOXES,
-    SANDWICH_BNB_MAX_LEVELS,
+    SANDWICH_BERNSTEIN_MAX_LEVELS,
     SANDWICH_GLOBAL_RTOL,
     SANDWICH_RANDOM_STARTS,
     SANDWICH_REFINE_RTOL,
@@ -140,12 +142,13 @@ def solve(
         ``SANDWICH_RANDOM_STARTS`` = 4; 0 keeps the uniform (or ``p0``) start, the surrogate's
         optimum and ``starts``).  Not used where a global proof exists (below).
     global_search : bool, optional
-        Sandwich only: after the multi-start, try to prove the best KKT point global by
-        :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective relaxation over
-        :math:`A_p^{-1}`), to relative accuracy ``SANDWICH_GLOBAL_RTOL`` within
-        ``SANDWICH_BNB_MAX_BOXES`` boxes.  Default (None): when ``m = 2`` and
-        ``n <= SANDWICH_BNB_MAX_LEVELS`` (each box is an LP of size proportional to
-        :math:`3^{m(m+1)/2} n`); True: for any ``m``; False: never.
+        Sandwich only: after the multi-start, try to prove the best KKT point global, to relative
+        accuracy ``SANDWICH_GLOBAL_RTOL``: for ``m = 2`` by
+        :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` (Bernstein subdivision over every set
+        of four levels, Theorem 1's bound; a lower point it finds is polished and the proof repeated);
+        for larger ``m`` by :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective
+        relaxation over :math:`A_p^{-1}`, ``SANDWICH_BNB_MAX_BOXES`` boxes).  Default (None): when ``m = 2``
+        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS``; True: for any ``m``; False: never.
 
     Returns
     -------
@@ -435,14 +438,55 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
              f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
              f"{n_best} at the best")
     if global_search is None:
-        global_search = prob.m == 2 and prob.n <= SANDWICH_BNB_MAX_LEVELS
+        global_search = prob.m == 2 and prob.n <= SANDWICH_BERNSTEIN_MAX_LEVELS
         if prob.m == 2 and not global_search:
-            proof += f"; no branch and bound (n = {prob.n} levels > SANDWICH_BNB_MAX_LEVELS = {SANDWICH_BNB_MAX_LEVELS})"
+            proof += (f"; no global proof (n = {prob.n} levels > SANDWICH_BERNSTEIN_MAX_LEVELS = "
+                      f"{SANDWICH_BERNSTEIN_MAX_LEVELS})")
     optimality = "local (KKT)"
     if global_search and best[1] == 0:
-        best, optimality, note = _branch_and_bound_proof(prob, best, run_from)
+        if prob.m == 2:
+            best, optimality, note = _bernstein_proof(prob, best, run_from)
+        else:
+            best, optimality, note = _branch_and_bound_proof(prob, best, run_from)
         proof = (note if optimality == "global" else proof + "; " + note)
     return best[0], best[1], best[2], optimality, proof, int(values.size), values, seed_state
+
+
+#: Rounds of the two-parameter proof: each round that finds an allocation below the incumbent polishes
+#: from it and tries again.
+_PROOF_ROUNDS = 4
+
+
+def _bernstein_proof(prob: Problem, best, run_from):
+    """Two-parameter global proof (:func:`~noisealloc.solvers.sandwich_global.bernstein_proof`) of the
+    multi-start's best certified KKT point ``best = (p, status, cert)``.
+
+    A point the proof finds below the incumbent is polished and replaces ``best`` when certified and
+    lower, and the proof is repeated (at most ``_PROOF_ROUNDS`` rounds); the label is ``'global'`` when a
+    round closes, i.e. :math:`V(p) \\ge (1 - \\text{SANDWICH\\_GLOBAL\\_RTOL})\\, V(p_{\\text{returned}})` for every
+    allocation.
+    """
+    pieces, seconds = 0, 0.0
+    for _round in range(_PROOF_ROUNDS):
+        bb = bernstein_proof(prob, best[2].value, rtol=SANDWICH_GLOBAL_RTOL)
+        pieces += bb.boxes
+        seconds += bb.seconds
+        what = (f"Bernstein proof over all {comb(max(prob.n, 4), 4)} sets of four levels (Theorem 1's bound), "
+                f"{pieces} simplices, {seconds:.2f} s")
+        if bb.closed:
+            return best, "global", what + (f": proved lower bound {bb.lower:.10g}, so no allocation is below "
+                                           f"V (1 - {SANDWICH_GLOBAL_RTOL:g})")
+        if bb.weights is None:
+            return best, "local (KKT)", what + f" (open: {bb.note})"
+        try:
+            run = run_from(bb.weights)
+        except SingularMomentError:
+            run = None
+        if run is None or run[1] != 0 or not run[2].value < best[2].value:
+            return best, "local (KKT)", what + (f": found an allocation with V = {bb.upper:.10g}, below the returned "
+                                                "point; the certified polish from there failed")
+        best = run
+    return best, "local (KKT)", what + f" (open: {_PROOF_ROUNDS} rounds each found a lower point)"
 
 
 def _branch_and_bound_proof(prob: Problem, best, run_from):

@@ -42,12 +42,16 @@ from noisealloc.theory.tolerances import (
     SANDWICH_BNB_MAX_BOXES,
     SANDWICH_BNB_TIGHTEN_ROUNDS,
     SANDWICH_BNB_SIGMA_SHRINK,
+    SANDWICH_BERNSTEIN_MAX_DEPTH,
+    SANDWICH_BERNSTEIN_MAX_PIECES,
+    SANDWICH_BERNSTEIN_ULPS,
     SANDWICH_PROPORTIONAL_RTOL,
     SINGULAR_RCOND,
 )
 
 __all__ = ["proportional_factor", "exhaustive_one_parameter", "dirichlet_starts", "sigma_split",
-           "perspective_lower_bound", "branch_and_bound", "BranchAndBound"]
+           "perspective_lower_bound", "branch_and_bound", "BranchAndBound", "bernstein_tensors",
+           "bernstein_proof"]
 
 
 def proportional_factor(prob: Problem) -> float | None:
@@ -675,3 +679,164 @@ def branch_and_bound(prob: Problem, upper: float, *, rtol: float, max_boxes: int
     lower = min(heap[0][0] if heap else np.inf, floor, best[0])
     closed = bool(best[0] - lower <= rtol * best[0])
     return BranchAndBound(closed, float(lower), best[0], best[1], boxes, time.perf_counter() - t0)
+
+
+def bernstein_tensors(prob: Problem):
+    r"""The coefficient tensors of :math:`N` and :math:`\det A_p` for the two-parameter Bernstein proof.
+
+    .. math:: N_3[i, j, k] = \operatorname{tr}(W \operatorname{adj}(\tilde A_i)\, G_j \operatorname{adj}(\tilde A_k)),
+       \qquad B_2[i, j] = \tfrac12\big(\tilde a^{(i)}_{11}\tilde a^{(j)}_{22} + \tilde a^{(i)}_{22}\tilde a^{(j)}_{11}
+       - 2\,\tilde a^{(i)}_{12}\tilde a^{(j)}_{12}\big),
+
+    with :math:`\tilde A_i = A_i + \delta I` (the ridge; :math:`\sum_i p_i = 1`), so that
+    :math:`N(p) = \sum_{ijk} N_3[i,j,k]\, p_i p_j p_k` and :math:`\det(A_p + \delta I) = p^\top B_2 p`.
+    ``SN3`` is :math:`N_3` symmetrised over its three indices; ``SN3a`` and ``B2a`` are the same sums
+    of absolute values (the scale of their rounding).
+
+    Returns
+    -------
+    SN3, SN3a : ndarray, shape (n, n, n)
+    B2, B2a : ndarray, shape (n, n)
+    """
+    A = prob.A + prob.regularization * np.eye(2)
+    G = prob.A if prob.G is None else prob.G
+    adj = np.empty_like(A)
+    adj[:, 0, 0], adj[:, 1, 1] = A[:, 1, 1], A[:, 0, 0]
+    adj[:, 0, 1], adj[:, 1, 0] = -A[:, 0, 1], -A[:, 1, 0]
+    W = prob.W
+    N3 = np.einsum("ab,ibc,jcd,kda->ijk", W, adj, G, adj, optimize=True)
+    N3a = np.einsum("ab,ibc,jcd,kda->ijk", abs(W), abs(adj), abs(G), abs(adj), optimize=True)
+
+    def sym3(T):
+        return (T + T.transpose(0, 2, 1) + T.transpose(1, 0, 2) + T.transpose(1, 2, 0) + T.transpose(2, 0, 1)
+                + T.transpose(2, 1, 0)) / 6.0
+
+    a11, a22, a12 = A[:, 0, 0], A[:, 1, 1], 0.5 * (A[:, 0, 1] + A[:, 1, 0])
+    B2 = 0.5 * (np.outer(a11, a22) + np.outer(a22, a11) - 2.0 * np.outer(a12, a12))
+    B2a = 0.5 * (np.abs(np.outer(a11, a22)) + np.abs(np.outer(a22, a11)) + 2.0 * np.abs(np.outer(a12, a12)))
+    return sym3(N3), sym3(N3a), B2, B2a
+
+
+def sigma_margins(prob: Problem, target: float) -> np.ndarray:
+    r"""Per-level :math:`\sigma_j` for the piece test of :func:`bernstein_proof`, and :math:`\lambda_{\min}(W)/(2\,\text{target})`.
+
+    :math:`\sigma_j` is the largest :math:`\sigma` with :math:`G_j \succeq \sigma A_j` (the smallest root of
+    :math:`\det(G_j - \sigma A_j)`, shrunk by ``SANDWICH_BNB_SIGMA_SHRINK`` and checked by an eigenvalue,
+    halved where rounding leaves :math:`G_j - \\sigma_j A_j` just outside the cone; 0 if that fails).  On the simplex of a support :math:`S`, :math:`G_p \succeq \sigma_S A_p` with
+    :math:`\sigma_S = \min_{j\in S}\sigma_j`, so without a ridge
+
+    .. math:: V(p) \ge \tfrac{\sigma_S}{2}\operatorname{tr}(W A_p^{-1})
+       \ge \frac{\sigma_S\,\lambda_{\min}(W)}{2\,\lambda_{\min}(A_p)}, \qquad
+       \lambda_{\min}(A_p) \le \frac{u^\top A_p u}{u^\top u}\ \text{for any } u,
+
+    and :math:`u^\top A_p u` is linear in :math:`p`: a piece on which its maximum over the corners is at most
+    :math:`\sigma_S\lambda_{\min}(W)/(2\,\text{target})` has :math:`V \ge` target everywhere.  Near a singular
+    :math:`A_p` (rank-one levels, nearly parallel ones) both :math:`N` and :math:`D` vanish to rounding and no
+    Bernstein coefficient can decide the sign of :math:`P`; this test decides it.
+
+    Returns
+    -------
+    ndarray, shape (2, n)
+        Row 0 the :math:`\sigma_j`; ``[1, 0]`` :math:`\lambda_{\min}(W)/(2\,\text{target})` rounded down.  All
+        zero (no test) with a ridge, ``G = A`` or a singular ``W``.
+    """
+    n = prob.n
+    out = np.zeros((2, n))
+    wmin = float(np.linalg.eigvalsh(prob.W)[0])
+    if prob.G is None or prob.regularization or not (wmin > 0 and target > 0):
+        return out
+    A, G = prob.A, prob.G
+    dA = A[:, 0, 0] * A[:, 1, 1] - A[:, 0, 1] * A[:, 1, 0]
+    dG = G[:, 0, 0] * G[:, 1, 1] - G[:, 0, 1] * G[:, 1, 0]
+    b = G[:, 0, 0] * A[:, 1, 1] + G[:, 1, 1] * A[:, 0, 0] - G[:, 0, 1] * A[:, 1, 0] - G[:, 1, 0] * A[:, 0, 1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sig = 2.0 * dG / (b + np.sqrt(np.maximum(b * b - 4.0 * dA * dG, 0.0)))
+    sig = np.where(np.isfinite(sig) & (sig > 0) & (dG > 0), sig, 0.0) * (1.0 - SANDWICH_BNB_SIGMA_SHRINK)
+    for _ in range(8):  # where rounding puts G_j - sigma_j A_j just outside the cone, back off
+        worst = np.linalg.eigvalsh(G - sig[:, None, None] * A)[:, 0]
+        if np.all(worst >= 0.0):
+            break
+        sig = np.where(worst >= 0.0, sig, 0.5 * sig)
+    out[0] = np.where(worst >= 0.0, sig, 0.0)
+    out[1, 0] = wmin / (2.0 * target) * (1.0 - 1e-6)
+    return out
+
+
+def bernstein_proof(prob: Problem, upper: float, *, rtol: float, max_depth: int = SANDWICH_BERNSTEIN_MAX_DEPTH,
+                    max_pieces: int = SANDWICH_BERNSTEIN_MAX_PIECES) -> BranchAndBound:
+    r"""Prove :math:`V(p) \ge (1 - \text{rtol})\, U` for every allocation (:math:`m = 2`), by Bernstein subdivision.
+
+    With :math:`V = N / (2D)`, :math:`N(p) = \operatorname{tr}(W \operatorname{adj}(A_p) G_p \operatorname{adj}(A_p))`
+    cubic and :math:`D(p) = \det(A_p)^2` quartic (:math:`m = 2`), the claim on a support :math:`S` is
+    the non-negativity of the homogeneous quartic
+
+    .. math:: P(p) = \tfrac12 N(p) \textstyle\sum_i p_i - L\, D(p), \qquad L = (1 - \text{rtol})\, U,
+
+    on the simplex of :math:`S` (where :math:`D = 0`, :math:`V = +\infty` and :math:`P = N/2 \ge 0`).
+    Theorem 1's LP argument (for fixed :math:`A_p` the value is linear in :math:`p`, under
+    :math:`m(m+1)/2 + 1 = 4` equality constraints) puts a global minimiser on at most four levels, so it
+    suffices to show :math:`P \ge 0` on the simplex of every set of four levels.  Each is certified by
+    the signs of :math:`P`'s 35 Bernstein coefficients (the entries of its symmetric coefficient tensor,
+    from :func:`bernstein_tensors`), each required to exceed its rounding bound
+    (``SANDWICH_BERNSTEIN_ULPS`` ulps of its magnitude per subdivision level), with midpoint subdivision
+    of the longest edge where they do not.  A vertex or centroid of a piece with :math:`P` below minus its
+    rounding bound is an allocation with :math:`V < L`: the search stops there and returns it.  A piece
+    whose coefficients do not decide is also closed by the :math:`\sigma` test of :func:`sigma_margins`
+    (near singular :math:`A_p`, where :math:`N` and :math:`D` both vanish to rounding).
+
+    Parameters
+    ----------
+    prob : Problem
+        A sandwich problem with ``m = 2``.
+    upper : float
+        The incumbent value :math:`U` (e.g. the solver's certified KKT point).
+    rtol : float
+        Relative margin: the proof is of :math:`V \ge (1 - \text{rtol})\,U`.
+    max_depth, max_pieces : int
+        Subdivision depth per piece and the total budget of pieces.
+
+    Returns
+    -------
+    BranchAndBound
+        ``closed`` True with ``lower`` :math:`= L` when proved; ``weights`` an allocation with
+        :math:`V < L` when one was found (``closed`` False, ``upper`` its value); ``boxes`` counts the
+        pieces examined.  ``note`` says why a proof is open.
+
+    References
+    ----------
+    docs/THEORY.md section 4 (a), Theorem 1; Bernstein coefficients on a simplex and their convergence
+    under subdivision: Farin, *Triangular Bernstein-Bezier patches*, CAGD 3 (1986); Lai and Schumaker,
+    *Spline functions on triangulations* (2007), ch. 2.
+    """
+    import time
+
+    from noisealloc.solvers import _sandwich_kernels as K
+
+    if prob.criterion != "sandwich" or prob.m != 2:
+        raise ValueError(f"bernstein_proof needs a sandwich problem with m = 2; got criterion {prob.criterion!r}, "
+                         f"m = {prob.m}")
+    t0 = time.perf_counter()
+    target = (1.0 - rtol) * float(upper)
+    SN3, SN3a, B2, B2a = bernstein_tensors(prob)
+    n = prob.n
+    L = np.arange(n, dtype=np.int64)
+    if n < 4:
+        L = np.concatenate([L, np.full(4 - n, n - 1, dtype=np.int64)])
+    tau = SANDWICH_BERNSTEIN_ULPS * EPS * (int(max_depth) + 4)
+    status, pieces, bad_S, bad_x, n_open = K.bernstein_sweep(
+        L, SN3, SN3a, B2, B2a, target, tau, int(max_depth), int(max_pieces),
+        K.MULTISETS, K.CHILD_SRC, K.CHILD_W, K.VERTEX_ROWS, K._MULTINOM, sigma_margins(prob, target),
+        np.ascontiguousarray(np.stack([prob.A[:, 0, 0], 0.5 * (prob.A[:, 0, 1] + prob.A[:, 1, 0]), prob.A[:, 1, 1]], 1)))
+    seconds = time.perf_counter() - t0
+    if status == 0:
+        return BranchAndBound(True, target, float(upper), None, int(pieces), seconds)
+    if status == 1:
+        w = np.zeros(n)
+        np.add.at(w, bad_S, np.clip(bad_x, 0.0, None))
+        w /= w.sum()
+        from noisealloc.solvers.problem import criterion_value
+
+        return BranchAndBound(False, -np.inf, float(criterion_value(prob, w)), w, int(pieces), seconds,
+                              "an allocation below the incumbent was found")
+    return BranchAndBound(False, -np.inf, float(upper), None, int(pieces), seconds,
+                          f"{int(n_open)} pieces left open (depth {max_depth} or the budget of {max_pieces} pieces)")

@@ -208,3 +208,18 @@ MASKED_EXACT_RTOL = 1e-11
 #: only up to rounding (~L ulps of a few nats), so when every draw gives the same exact value (L = 1, a
 #: product law's S) the sample spread is rounding noise; the floor keeps z-scores of such estimates ~0.
 MASKED_ROUNDING_RTOL = 1e-13
+
+#: Rounding bound of the two-parameter sandwich proof's Bernstein coefficients
+#: (solvers/sandwich_global.bernstein_proof), in ulps of the sum of the magnitudes of their terms per
+#: subdivision level (plus four for the coefficients of the root simplex): each root coefficient is a
+#: sum of a few dozen products of the inputs; each midpoint subdivision adds one rounding per term.
+SANDWICH_BERNSTEIN_ULPS = 64.0
+#: Deepest midpoint subdivision of one support's simplex in the Bernstein proof: a piece at depth d
+#: has diameter ~2^(-d/3); the quadratic convergence of the coefficients needs diameter ~sqrt(rtol)
+#: ~ 1e-3 near the minimiser (depth ~30) for SANDWICH_GLOBAL_RTOL = 1e-6.
+SANDWICH_BERNSTEIN_MAX_DEPTH = 72
+#: Pieces (simplices) the Bernstein proof may examine over all supports before it gives up.
+SANDWICH_BERNSTEIN_MAX_PIECES = 200_000_000
+#: The Bernstein proof enumerates all C(n, 4) sets of four levels: by default only for grids of at most
+#: this many levels (C(128, 4) = 1.07e7 supports, ~10 s; C(64, 4) = 6.4e5).
+SANDWICH_BERNSTEIN_MAX_LEVELS = 128

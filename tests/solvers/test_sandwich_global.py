@@ -80,7 +80,9 @@ def test_issue_instance_is_proved_global():
     np.testing.assert_allclose(res.value, oracle, rtol=KKT_RTOL)
     np.testing.assert_allclose(res.lam, [-1.2, 3.2])
     assert res.success and res.optimality == "global"
-    assert "optimality: global (branch and bound" in res.message and "proved lower bound" in res.message
+    assert "optimality: global (Bernstein proof over all 101270 sets of four levels" in res.message
+    bound = float(res.message.split("proved lower bound ")[1].split(",")[0])
+    assert oracle * (1 - SANDWICH_GLOBAL_RTOL) * (1 - 1e-9) <= bound <= oracle
     # the multi-start's spread is still reported: the uniform start alone ends at the local optimum
     assert res.start_values[0] == pytest.approx(1.1855426081640, rel=1e-9)
     assert res.n_starts == res.start_values.size >= 6
@@ -469,7 +471,8 @@ def test_branch_and_bound_closes_on_a_nearly_convex_problem_at_the_exhaustive_mi
 
 
 def test_branch_and_bound_without_a_bounded_region_says_so():
-    """sigma = 0 (a G_i singular where A_i is not) and no ridge: no root box, no proof, a note."""
+    """sigma = 0 (a G_i singular where A_i is not) and no ridge: the LP branch and bound has no root box,
+    no proof, a note; the Bernstein proof (the default for m = 2) still closes."""
     from noisealloc.solvers.sandwich_global import branch_and_bound
 
     A = np.stack([np.eye(2), np.diag([2.0, 1.0]), np.diag([1.0, 3.0])])
@@ -480,7 +483,10 @@ def test_branch_and_bound_without_a_bounded_region_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = solve(A, "sandwich", G=G, A_eval=np.eye(2))
-    assert res.optimality == "local (KKT)" and "no branch and bound: no bounded region" in res.message
+    # the two-parameter Bernstein proof needs no bounded region of A_p^-1: it proves the result global,
+    # at the value of the independent exhaustive search over supports
+    assert res.optimality == "global" and "Bernstein proof" in res.message
+    np.testing.assert_allclose(res.value, grid_supports_oracle(A, G, np.eye(2)), rtol=KKT_RTOL)
 
 
 def test_global_search_is_validated():
@@ -489,3 +495,59 @@ def test_global_search_is_validated():
         solve(A, "sandwich", G=G, A_eval=Aw, global_search="yes")
     with pytest.raises(ValueError, match="global_search are for the non-convex sandwich only"):
         solve(A, "L", global_search=True)
+
+
+def test_bernstein_proof_closes_at_the_oracle_and_refutes_a_value_above_it():
+    """The two-parameter proof closes at the pairs oracle's minimum (its bound below the oracle) and,
+    given a value 1 % above it, returns an allocation whose V (recomputed here) is below that value."""
+    from noisealloc.solvers.sandwich_global import bernstein_proof
+
+    A, G, Aw = issue_instance()
+    pr = make_problem(A, "sandwich", G=G, A_eval=Aw, grid=LAM)
+    oracle = 1.1657640342484974
+    bb = bernstein_proof(pr, oracle, rtol=SANDWICH_GLOBAL_RTOL)
+    assert bb.closed and bb.lower <= oracle and bb.lower == pytest.approx(oracle * (1 - SANDWICH_GLOBAL_RTOL))
+    above = 1.01 * oracle
+    bb = bernstein_proof(pr, above, rtol=SANDWICH_GLOBAL_RTOL)
+    assert not bb.closed and bb.weights is not None
+    assert sandwich_value(A, G, Aw, bb.weights) < above * (1 - SANDWICH_GLOBAL_RTOL)
+    assert np.count_nonzero(bb.weights) <= 4
+
+
+def test_sandwich_hessian_matches_mpmath_second_differences():
+    """The analytic Hessian of V against centred second differences of V computed in 40-digit mpmath."""
+    import mpmath as mp
+
+    from noisealloc.solvers.problem import evaluate, hessian
+
+    rng = np.random.default_rng(7)
+    n, m = 6, 3
+    F = rng.normal(size=(n, m, 2))
+    A = F @ F.transpose(0, 2, 1) + 0.1 * np.eye(m)
+    B = rng.normal(size=(n, m, m))
+    G = 0.5 * A + B @ B.transpose(0, 2, 1)
+    Aw = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]])
+    p = rng.dirichlet(np.ones(n))
+    idx = np.array([0, 2, 3, 5])
+    pr = make_problem(A, "sandwich", G=G, A_eval=Aw)
+    H = hessian(pr, p, idx, evaluate(pr, p))
+    mp.mp.dps = 40
+
+    def V(q):
+        Ap = sum((mp.mpf(float(q_)) if not isinstance(q_, mp.mpf) else q_) * mp.matrix(A[i].tolist()) for i, q_ in enumerate(q))
+        Gp = sum((mp.mpf(float(q_)) if not isinstance(q_, mp.mpf) else q_) * mp.matrix(G[i].tolist()) for i, q_ in enumerate(q))
+        K = Ap ** -1
+        return mp.mpf(1) / 2 * sum((mp.matrix(Aw.tolist()) * K * Gp * K)[k, k] for k in range(m))
+
+    h = mp.mpf("1e-12")
+    P = [mp.mpf(float(x)) for x in p]
+    ref = np.empty((4, 4))
+    for a, j in enumerate(idx):
+        for b, k in enumerate(idx):
+            def at(sj, sk):
+                q = list(P)
+                q[j] += sj * h
+                q[k] += sk * h
+                return V(q)
+            ref[a, b] = float((at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h))
+    np.testing.assert_allclose(H, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
