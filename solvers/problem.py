@@ -288,9 +288,9 @@ def check_weights(weights, n: int, *, name: str = "weights", exact_sum: bool = T
 
 
 def _triangular_inverse(T: np.ndarray) -> np.ndarray:
-    import scipy.linalg as sla
+    from noisealloc.solvers._linalg import triangular_inverse
 
-    return sla.solve_triangular(T, np.eye(T.shape[0]), lower=False, check_finite=False)
+    return triangular_inverse(T, lower=False)
 
 
 def _singular_error(what: str) -> ValueError:

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg as sla
 
+from noisealloc.solvers._linalg import triangular_inverse
 from noisealloc.solvers.problem import moments, new_counters
 from noisealloc.theory.tolerances import (
     E_CLUSTER_RTOL,
@@ -193,8 +194,8 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80) 
         R = _chol(E)
         if L is None or R is None:
             break
-        Linv = sla.solve_triangular(L, I, lower=True, check_finite=False)
-        Rinv = sla.solve_triangular(R, I, lower=True, check_finite=False)
+        Linv = triangular_inverse(L, lower=True)
+        Rinv = triangular_inverse(R, lower=True)
         Xi = Linv.T @ Linv
         G = np.matmul(np.matmul(Linv, Bs), R)  # L^-1 B_i R
         Gf = G.reshape(s, r * r)

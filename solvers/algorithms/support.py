@@ -24,6 +24,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from noisealloc.theory._threads import single_blas_thread
+from noisealloc.solvers._linalg import triangular_solve
 from noisealloc.solvers.algorithms.polish import newton_on_support
 from noisealloc.solvers.problem import SingularMomentError, as_problem, check_weights, evaluate, scale
 from noisealloc.solvers.result import ReductionResult
@@ -209,7 +210,7 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
         j1 = int(np.argmin(free)) if not free.all() else block.size
         if k and j1:
             B = np.asarray(basis)
-            Y = sla.solve_triangular(R[:k, :k], C[:j1, :k].T, check_finite=False)
+            Y = triangular_solve(R[:k, :k], C[:j1, :k].T, lower=False)
             cum = p[B][:, None] + np.cumsum(Y * p[block[:j1]], axis=1)
             ok = np.all(cum >= 0.0, axis=0)
             j2 = int(np.argmin(ok)) if not ok.all() else j1
@@ -234,7 +235,7 @@ def caratheodory(V, p, *, rcond: float | None = None) -> np.ndarray:
                 basis.append(int(i))
                 updates += 1
                 break
-            y = sla.solve_triangular(R[:k, :k], c[:k], check_finite=False)
+            y = triangular_solve(R[:k, :k], c[:k], lower=False)
             B = np.asarray(basis)
             t, drop = p[i], -1
             neg = np.flatnonzero(y < 0)
