@@ -14,15 +14,18 @@ starts of its multi-start:
 * :func:`dirichlet_starts` -- random starting allocations from a seeded generator.
 
 For :math:`m \ge 2` an exhaustive search over supports is not a proof by itself (:math:`V` restricted
-to a support is still non-convex).  :func:`branch_and_bound` is one: it branches over the entries of
-:math:`K = A_p^{-1}`, where :math:`V = \tfrac12\sum_i p_i \operatorname{tr}(W K G_i K)` is a sum of
-perspectives of convex quadratics in :math:`Z_i = p_i K` under the *linear* constraint
-:math:`\sum_i A_i Z_i = I`; the only non-convexity, :math:`Z_i / p_i` equal for all levels, is relaxed
-to a box, and each box's bound is a linear programme bounded rigorously by weak duality
-(:func:`perspective_lower_bound`).  The driver runs it after the multi-start for :math:`m = 2` on grids
-of at most ``SANDWICH_BNB_MAX_LEVELS`` levels (issue 15's 41-level instance closes to
-``SANDWICH_GLOBAL_RTOL`` in about 1.8k boxes); an open search reports its proved lower bound and the
-result stays ``"local (KKT)"``.
+to a support is still non-convex).  For :math:`m = 2` the driver proves a value :math:`U` global with
+:func:`bernstein_proof`: by Theorem 1 a global minimiser lies on at most :math:`m(m+1)/2 + 1 = 4`
+levels, and on a 4-level support :math:`V = N(p) / (2\det(A_p)^2)` with :math:`N` cubic, so
+":math:`V \ge (1 - \mathrm{rtol})\,U` on the support" is "a quartic is non-negative on a simplex",
+decided by the signs of its Bernstein coefficients with subdivision (compiled kernels in
+``solvers/_sandwich_kernels.py``; pieces next to a singular :math:`A_p` are closed by
+:func:`sigma_margins`, :math:`G_p \succeq \sigma A_p`).  A piece with a negative corner yields a better
+allocation, which the driver polishes and proves again.  It runs for grids of at most
+``SANDWICH_BERNSTEIN_MAX_LEVELS`` levels.  :func:`branch_and_bound` (over the entries of
+:math:`K = A_p^{-1}`, each box bounded by a linear programme and weak duality,
+:func:`perspective_lower_bound`) remains for ``global_search=True`` with :math:`m > 2`; an open search
+reports its proved lower bound and the result stays ``"local (KKT)"``.
 
 References
 ----------
