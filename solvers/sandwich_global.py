@@ -696,6 +696,11 @@ def bernstein_tensors(prob: Problem):
     ``SN3`` is :math:`N_3` symmetrised over its three indices; ``SN3a`` and ``B2a`` are the same sums
     of absolute values (the scale of their rounding).
 
+    Parameters
+    ----------
+    prob : Problem
+        A two-parameter sandwich problem (``A``, ``G``, ``W`` in the solver's coordinates).
+
     Returns
     -------
     SN3, SN3a : ndarray, shape (n, n, n)

@@ -75,7 +75,7 @@ SPEC_FORMS = (
     "digits-binarised",
     "mnist-binarised[:PATH]",
     "npz:PATH",
-    "markov:V=2,L=12,stay=0.9 (masked process only)",
+    "markov:V=2,L=12,stay=0.9",
 )
 
 

@@ -186,9 +186,9 @@ class CouplingSweepReport:
 
     def to_dict(self) -> dict:
         """Plain-JSON form."""
-        from noisealloc.verify.checks.report import _jsonable
+        from noisealloc.theory.output import to_jsonable
 
-        return _jsonable({"model": self.model, "family": self.family, "criterion": self.criterion,
+        return to_jsonable({"model": self.model, "family": self.family, "criterion": self.criterion,
                           "seconds": self.seconds, "lam": self.lam, "entropic_weights": self.entropic_weights,
                           "rows": self.rows, "info": self.info})
 

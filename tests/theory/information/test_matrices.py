@@ -183,11 +183,3 @@ def test_linear_family_carries_its_exact_form():
     num = np.array(A_sym.subs(snr, sp.exp(sp.Rational(1, 2))).evalf(30), dtype=np.float64)
     np.testing.assert_allclose(num, fm.A[1], rtol=1e-13)
     assert posterior_weight_matrices(_dirac(), np.linspace(-1, 1, 3)).A_sympy is None
-
-
-def test_old_solvers_location_reexports_the_builders():
-    import noisealloc.theory.information.matrices as old
-    import noisealloc.theory.information.matrices as new
-
-    assert old.build_problem is new.build_family_matrices and old.AllocationProblem is new.FamilyMatrices
-    assert old.spline_problem is new.spline_matrices and old._natural_family is new.natural_family

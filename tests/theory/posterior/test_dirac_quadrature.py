@@ -200,7 +200,7 @@ def test_an_inner_miss_rejects_only_its_own_levels(monkeypatch):
     the values of the unrestricted rule (their rays are the same computation: every ray belongs to
     one level).
     """
-    import noisealloc.theory.models.dirac as dirac
+    import noisealloc.theory.posterior.dirac_quadrature as dirac
 
     model = _planar(0, 5, sep=2.0)
     mu = model._span[2] - model._span[2].mean(axis=0)
@@ -225,7 +225,7 @@ def test_gauss_hermite_skips_only_levels_where_every_order_fails(seed, k, monkey
     """Levels whose unresolved-layer bound exceeds twice the accepted fraction of min(Var P, H(pi)) are not
     tried; the orders chosen and the values are those of trying every level (the prefilter's bound
     call disabled), up to the last bit's dependence on the batch."""
-    import noisealloc.theory.models.dirac as dirac
+    import noisealloc.theory.posterior.dirac_quadrature as dirac
 
     model = _planar(seed, k, sep=2.0)
     mu = model._span[2] - model._span[2].mean(axis=0)

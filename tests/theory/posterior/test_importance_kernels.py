@@ -150,7 +150,7 @@ def test_importance_samples_kernels_agree_and_seeded():
 def test_constant_coordinates_keep_the_sampler_unbiased():
     # The sampler skips coordinates where all atoms agree; with two such coordinates added to the issue's
     # 3-D mixture the estimates still match the independent reference (which uses every coordinate).
-    from test_importance import _three_d_mixture, reference
+    from helpers.importance_refs import _three_d_mixture, reference
 
     from noisealloc.theory.models.dirac import DiracMixture
 

@@ -602,7 +602,9 @@ def test_weights_bad_input():
 def test_docstring_examples_run():
     import doctest
 
-    for module in (S, W):
+    from noisealloc.theory.schedules import base, builtin, laws
+
+    for module in (base, builtin, laws, W):
         res = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert res.attempted > 0 and res.failed == 0, (module.__name__, res)
 

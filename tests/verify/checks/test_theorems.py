@@ -28,6 +28,7 @@ from helpers.theorem_strategies import (
 
 from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, FD_RTOL, FW_GAP_RTOL, MC_NSIGMA, THETA_STAR_ATOL
 from noisealloc.verify import checks
+from noisealloc.verify.checks import sandwich as checks_sandwich, theorem1 as checks_theorem1, theorem2 as checks_theorem2
 from noisealloc.verify.checks.rmt import finite_n_allocation, sqrt_law_allocation
 
 # No shrinking phase: the first counterexample generated is returned (shrinking would re-run the
@@ -80,11 +81,11 @@ def test_theorem1_certified_optimum_within_atom_bound(curve):
     lam, A = curve
     m = A.shape[1]
     res = solve(A, "L", grid=lam)
-    val, gap, _ = checks._l_gap(A, np.eye(m), res.weights)  # independent gradient
+    val, gap, _ = checks_theorem1._l_gap(A, np.eye(m), res.weights)  # independent gradient
     assert gap <= FW_GAP_RTOL * val
     red = reduce_support(A, res.weights, "L")
     q = red.weights
-    val_q, gap_q, _ = checks._l_gap(A, np.eye(m), q)
+    val_q, gap_q, _ = checks_theorem1._l_gap(A, np.eye(m), q)
     assert np.count_nonzero(q) <= m * (m + 1) // 2 + 1
     np.testing.assert_allclose(val_q, val, rtol=1e-9, err_msg="the Caratheodory reduction must keep the value")
 
@@ -166,7 +167,7 @@ def test_theorem1p_fails_without_convexity():
 def test_theorem2_sqrt_law_is_the_minimum(a, seed):
     p_star, v_star = checks.closed_form_sqrt_allocation(a)
     p_num, v_num = checks.numerical_min_allocation(a)
-    assert abs(v_num - v_star) <= checks.THEOREM2_NUMERIC_RTOL * v_star
+    assert abs(v_num - v_star) <= checks_theorem2.THEOREM2_NUMERIC_RTOL * v_star
     assert v_num >= v_star * (1 - 64 * np.finfo(float).eps * a.size)
     rng = np.random.default_rng(seed)
     for s in (1e-3, 1e-1, 1.0):
@@ -196,7 +197,7 @@ def test_theorem2_fails_with_finite_sample_costs():
 @settings(max_examples=examples(6), deadline=None)
 @given(gaussian_manifolds(), st.floats(-4.0, 4.0), seeds)
 def test_decoupling_c_equals_q_mmse_for_gaussian_data(model, lam, seed):
-    ratio, se = checks.feature_cost_ratio(model, lam, checks.quadratic_features, n=40_000, rng=seed)
+    ratio, se = checks.feature_cost_ratio(model, lam, checks_theorem2.quadratic_features, n=40_000, rng=seed)
     assert abs(ratio - 1) <= MC_NSIGMA * se, f"c/(q mmse) = {ratio:.4f} +- {se:.4f}"
 
 
@@ -205,7 +206,7 @@ def test_decoupling_fails_when_residual_correlates_with_features():
     # near the decision boundaries).  Departure by more than 6 standard errors.
     def departs(inst):
         model, lam, seed = inst
-        ratio, se = checks.feature_cost_ratio(model, lam, checks.quadratic_features, n=20_000, rng=seed)
+        ratio, se = checks.feature_cost_ratio(model, lam, checks_theorem2.quadratic_features, n=20_000, rng=seed)
         return se > 0 and abs(ratio - 1) > 6 * se
 
     found = find(st.tuples(dirac_1d(), st.floats(-3.0, 2.0), seeds), departs, settings=settings(FIND, max_examples=examples(20)))
@@ -230,7 +231,7 @@ def test_sandwich_matches_simulated_training_when_well_specified(model, seed):
     N = 1000
     sims = checks.simulate_sandwich(prob, p, model, N=N, n_seeds=200, rng=rng)
     se = sims.std(ddof=1) / np.sqrt(sims.size)
-    allow = MC_NSIGMA * se + checks.SANDWICH_FINITE_N_FACTOR * (prob.m + 1) / N * V
+    allow = MC_NSIGMA * se + checks_sandwich.SANDWICH_FINITE_N_FACTOR * (prob.m + 1) / N * V
     assert abs(sims.mean() - V) <= allow
 
 
@@ -270,7 +271,7 @@ def test_sandwich_fails_for_misspecified_family():
     # approximation error (and theta*(p) no longer minimises R): simulated training disagrees.
     def disagrees(inst):
         V, mean, se = _misspecified_gain(inst)
-        return abs(mean - V) > MC_NSIGMA * se + checks.SANDWICH_FINITE_N_FACTOR * 2 / 1000 * V
+        return abs(mean - V) > MC_NSIGMA * se + checks_sandwich.SANDWICH_FINITE_N_FACTOR * 2 / 1000 * V
 
     strat = st.tuples(st.floats(0.1, 4.0), st.lists(st.floats(0.1, 1.0), min_size=3, max_size=3), seeds)
     found = find(strat, disagrees, settings=settings(FIND, max_examples=examples(30)))

@@ -107,8 +107,8 @@ def test_cell_returns_a_curve_per_checkpoint():
 
 
 @pytest.mark.parametrize("call, needle", [
-    (lambda: E.prepare_data("cifar"), "name must be"),
-    (lambda: E.prepare_data("digits:foo"), "digits takes no path"),
+    (lambda: E.prepare_data("cifar"), "unknown kind"),
+    (lambda: E.prepare_data("digits:foo"), "digits takes no options"),
     (lambda: E.steps_to_target([10, 5], [1.0, 2.0], 1.0), "increasing"),
     (lambda: E.steps_to_target([10, 20], [1.0, 2.0], 0.0), "target must be"),
     (lambda: E.steps_ratio([10, 20], [[1.0, 2.0]], [[1.0, 2.0]], 1.0), ">= 2 seeds"),

@@ -9,6 +9,7 @@ import pytest
 
 from noisealloc.figures.sweep_summary import plot_summary
 from noisealloc.verify.experiments import sweep as S
+from noisealloc.verify.experiments.sweep import cache as SC, engine as SE, spec as SS
 
 DEMO = {
     "sweep": {"name": "demo", "kind": "demo"},
@@ -102,7 +103,7 @@ def test_missing_and_invalid_files(tmp_path):
 
 def test_unimportable_cell_function_is_a_value_error():
     with pytest.raises(ValueError, match="cannot be imported"):
-        S._resolve("noisealloc.verify.experiments.sweep.engine:no_such_cell")
+        SS._resolve("noisealloc.verify.experiments.sweep.engine:no_such_cell")
 
 
 def test_run_cell_caches_and_counts(tmp_path):
@@ -203,7 +204,7 @@ def test_code_version_covers_dependencies():
     v_demo = S.code_version(S.CELL_KINDS["demo"])
     v_cpl = S.code_version(S.CELL_KINDS["coupling"])
     assert v_demo != v_cpl and len(v_demo) == 16
-    files = S._sources("noisealloc.solvers")
+    files = SC._sources("noisealloc.solvers")
     assert any(f.name == "problems.py" for f in files)
 
 
@@ -272,7 +273,7 @@ def test_failed_cell_makes_sweep_incomplete_and_is_retried(tmp_path, monkeypatch
 def test_cli_sweep_failed_cell_exits_nonzero(tmp_path, capsys, monkeypatch):
     from noisealloc.cli import main
 
-    monkeypatch.setattr(S, "_client", lambda scheduler, n: (_InlineClient(), None))
+    monkeypatch.setattr(SE, "_client", lambda scheduler, n: (_InlineClient(), None))
     import distributed
 
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
@@ -331,7 +332,7 @@ def test_read_only_complete_cache_is_summarised(tmp_path, monkeypatch):
     spec = _demo_cells(tmp_path, [1.0, 2.0])
     first = _run_inline(spec, out, monkeypatch)
     table = first.summary_csv.read_bytes()
-    monkeypatch.setattr(S, "_writable", lambda path: False)  # root passes chmod, so the probe is replaced
+    monkeypatch.setattr(SE, "_writable", lambda path: False)  # root passes chmod, so the probe is replaced
     res = S.run_sweep(spec, out)
     assert res.complete and res.summary_csv == out / "summary.csv" and res.summary_text is None
     (out / "summary.csv").unlink()
@@ -362,6 +363,7 @@ def _artifact_in_process(folder, counter, barrier):
     import numpy as np
 
     from noisealloc.verify.experiments import sweep as S2
+    from noisealloc.verify.experiments.sweep import cache as SC2
 
     def compute():
         with open(counter, "a") as fh:  # one line per computation
@@ -369,12 +371,12 @@ def _artifact_in_process(folder, counter, barrier):
         time.sleep(0.5)  # long enough that the other process asks while this one holds the lock
         return {"h": np.array([0.1, 1 / 3]), "method": "m"}
 
-    token = S2._SHARED_DIR.set(str(folder))
+    token = SC2._SHARED_DIR.set(str(folder))
     try:
         barrier.wait()
         return S2.shared_artifact("test artifact", {"a": 1}, compute)
     finally:
-        S2._SHARED_DIR.reset(token)
+        SC2._SHARED_DIR.reset(token)
 
 
 def test_shared_artifact_is_computed_once_by_concurrent_processes(tmp_path):
@@ -389,12 +391,12 @@ def test_shared_artifact_is_computed_once_by_concurrent_processes(tmp_path):
     assert [f.suffix for f in (tmp_path / "shared").iterdir()] == [".json"]  # no lock file left behind
     assert results[0] == results[1] == {"h": [0.1, 1 / 3], "method": "m"}
     # a later call reads the file: no computation
-    token = S._SHARED_DIR.set(str(tmp_path / "shared"))
+    token = SC._SHARED_DIR.set(str(tmp_path / "shared"))
     try:
         again = S.shared_artifact("test artifact", {"a": 1}, lambda: pytest.fail("recomputed a stored artifact"))
         other = S.shared_artifact("test artifact", {"a": 2}, lambda: {"h": [2.0]})  # another key: computed
     finally:
-        S._SHARED_DIR.reset(token)
+        SC._SHARED_DIR.reset(token)
     assert again == results[0] and other == {"h": [2.0]}
 
 
@@ -404,7 +406,7 @@ def test_shared_artifact_without_folder_and_corrupt_file(tmp_path):
     # No folder (a cell called directly): computed, through the same JSON round trip (exact floats).
     out = S.shared_artifact("t", {"k": 0}, lambda: {"x": np.array([np.pi, 1e-300])})
     assert out == {"x": [np.pi, 1e-300]} and not any(tmp_path.iterdir())
-    token = S._SHARED_DIR.set(str(tmp_path))
+    token = SC._SHARED_DIR.set(str(tmp_path))
     try:
         S.shared_artifact("t", {"k": 0}, lambda: {"x": [1.0]})
         (f,) = tmp_path.glob("*.json")
@@ -414,5 +416,5 @@ def test_shared_artifact_without_folder_and_corrupt_file(tmp_path):
         got = S.shared_artifact("t", {"k": 1}, lambda: {"x": np.array([np.nan, -np.inf])})
         assert np.asarray(got["x"], dtype=float).tolist()[1] == -np.inf and np.isnan(float(got["x"][0]))
     finally:
-        S._SHARED_DIR.reset(token)
+        SC._SHARED_DIR.reset(token)
     assert len(list(tmp_path.glob("*.json"))) == 2
