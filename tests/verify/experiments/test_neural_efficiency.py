@@ -159,18 +159,18 @@ def test_entropic_rules_share_one_population_h_bitwise(tmp_path):
     schedule equals a fresh estimate's (digits)."""
     from noisealloc.theory.schedules.entropic import population_schedule
     from noisealloc.verify.experiments import neural_efficiency as NE
-    from noisealloc.verify.experiments import sweep as S
+    from noisealloc.verify.experiments.sweep import cache as SC
 
     d = NE.prepare_data("digits")
     lo, hi = -8.0, 8.0
     u = np.linspace(lo, hi, 1001)
     for i, order in enumerate((("sqrt-entropic", "entropic"), ("entropic", "sqrt-entropic"))):
         NE._SCHEDULES.clear()
-        token = S._SHARED_DIR.set(str(tmp_path / str(i)))
+        token = SC._SHARED_DIR.set(str(tmp_path / str(i)))
         try:
             got = {s: NE.make_levels(d, s, lo, hi, h_levels=33, h_samples=64) for s in order}
         finally:
-            S._SHARED_DIR.reset(token)
+            SC._SHARED_DIR.reset(token)
         assert len(list((tmp_path / str(i)).glob("*.json"))) == 1
         for s, rule in (("sqrt-entropic", "sqrt-entropy"), ("entropic", "entropy")):
             ref = population_schedule(d.train, np.linspace(lo, hi, 33), rule=rule, n_samples=64,

@@ -205,7 +205,10 @@ def test_code_version_covers_dependencies():
     v_cpl = S.code_version(S.CELL_KINDS["coupling"])
     assert v_demo != v_cpl and len(v_demo) == 16
     files = SC._sources("noisealloc.solvers")
-    assert any(f.name == "problems.py" for f in files)
+    # subpackages count: an edit of an algorithm invalidates the cells that depend on the solvers
+    assert "noisealloc.solvers.problem" in files and "noisealloc.solvers.algorithms.frank_wolfe" in files
+    assert files["noisealloc.solvers.algorithms.frank_wolfe"].name == "frank_wolfe.py"
+    assert "noisealloc.theory.models.dirac" in SC._sources("noisealloc.theory")
 
 
 def test_huge_grid_refused_fast_and_allowed_with_override():

@@ -37,13 +37,20 @@ CELL_DEPENDENCIES = {
 }
 
 
-def _sources(name: str) -> list[Path]:
+def _sources(name: str) -> dict[str, Path]:
+    """Dotted module name -> source file of module ``name``, or of every module of package ``name``
+    (subpackages included)."""
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise ValueError(f"module {name!r} not found")
-    if spec.submodule_search_locations:  # a package: every .py file in it
-        return sorted(Path(spec.origin).parent.glob("*.py"))
-    return [Path(spec.origin)]
+    if not spec.submodule_search_locations:
+        return {name: Path(spec.origin)}
+    root = Path(spec.origin).parent
+    out = {}
+    for f in sorted(root.rglob("*.py")):
+        parts = f.relative_to(root).with_suffix("").parts
+        out[".".join((name, *parts))] = f
+    return out
 
 
 def code_version(target: str) -> str:
@@ -66,12 +73,14 @@ def code_version(target: str) -> str:
 
     mod_name = target.split(":", 1)[0]
     h = hashlib.sha256(__version__.encode())
-    files = set()
-    for name in {__name__, mod_name, *CELL_DEPENDENCIES.get(target, ())}:
+    files = {}
+    # the whole sweep engine, the cell's module and its declared dependencies, keyed by dotted name (the
+    # same on every machine, and two files of one base name in different subpackages stay apart)
+    for name in {__name__.rpartition(".")[0], mod_name, *CELL_DEPENDENCIES.get(target, ())}:
         files.update(_sources(name))
-    for f in sorted(files):
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
+    for dotted in sorted(files):
+        h.update(dotted.encode())
+        h.update(files[dotted].read_bytes())
     return h.hexdigest()[:16]
 
 
