@@ -163,6 +163,7 @@ def test_fig2_reproducible_small(tmp_path, monkeypatch):
     assert max(r["sensitivity"]) <= r["bound"] * (1 + 1e-6)
 
 
+@pytest.mark.slow
 def test_fig3_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig3_coupling as F
 

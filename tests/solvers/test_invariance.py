@@ -161,6 +161,7 @@ def test_solution_does_not_depend_on_a_positive_rescaling(curve, crit, log_alpha
     assert np.array_equal(r2.weights, r1.weights)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(20), deadline=None)
 @given(curve=psd_curves(m_max=4, n_max=30), crit=st.sampled_from(["L", "A", "D", "E", "c", "sandwich"]),
        method=st.sampled_from(["auto", "frank-wolfe", "multiplicative"]), polish=st.booleans(),

@@ -256,6 +256,7 @@ def two_parameter_problems(draw):
     return A, G, np.eye(2), seed
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(6), deadline=None)
 @given(two_parameter_problems())
 def test_two_parameter_solve_matches_exhaustive_support_search(prob):

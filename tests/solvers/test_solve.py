@@ -509,6 +509,7 @@ def _chebyshev_E(m, n):
     return F[:, :, None] * F[:, None, :]
 
 
+@pytest.mark.slow
 def test_e_optimal_chebyshev_reaches_the_issue_target_gap():
     """Issue 15 item 5: degenerate E problems (graded spectra) stalled at ~2e-8; the double-double polish
     and certificate reach a certified relative gap <= 1e-10 (here degree 7 on 500 points)."""

@@ -53,6 +53,7 @@ def _h_max(model, h_ref=(), grid=97):
 
 
 # ------------------------------------------------------------------ 1-D against mpmath
+@pytest.mark.slow
 @settings(max_examples=examples(3), deadline=None)
 @given(seed=st.integers(0, 2**16), k=st.integers(2, 6),
        lam=st.lists(st.floats(LAM_LO, LAM_HI), min_size=2, max_size=2))

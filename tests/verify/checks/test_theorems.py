@@ -162,6 +162,7 @@ def test_theorem1p_fails_without_convexity():
 # ------------------------------------------------------------------------ Theorem 2 (square-root law)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(20), deadline=None)
 @given(cost_profiles(), seeds)
 def test_theorem2_sqrt_law_is_the_minimum(a, seed):
@@ -194,6 +195,7 @@ def test_theorem2_fails_with_finite_sample_costs():
 # ------------------------------------------------------------------------ feature-noise decoupling
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(6), deadline=None)
 @given(gaussian_manifolds(), st.floats(-4.0, 4.0), seeds)
 def test_decoupling_c_equals_q_mmse_for_gaussian_data(model, lam, seed):
@@ -216,6 +218,7 @@ def test_decoupling_fails_when_residual_correlates_with_features():
 # ------------------------------------------------------------------------ sandwich vs simulated training
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(5), deadline=None)
 @given(gaussian_manifolds(), seeds)
 def test_sandwich_matches_simulated_training_when_well_specified(model, seed):
