@@ -221,5 +221,7 @@ SANDWICH_BERNSTEIN_MAX_DEPTH = 72
 #: Pieces (simplices) the Bernstein proof may examine over all supports before it gives up.
 SANDWICH_BERNSTEIN_MAX_PIECES = 200_000_000
 #: The Bernstein proof enumerates all C(n, 4) sets of four levels: by default only for grids of at most
-#: this many levels (C(128, 4) = 1.07e7 supports, ~10 s; C(64, 4) = 6.4e5).
-SANDWICH_BERNSTEIN_MAX_LEVELS = 128
+#: this many levels (C(64, 4) = 6.4e5 supports, ~10 s on one core; at n = 97, C(n, 4) = 3.5e6 took
+#: figure 5's quick run over 5 minutes for one data set, so larger grids keep the "local (KKT)" label
+#: unless global_search=True asks for the proof).
+SANDWICH_BERNSTEIN_MAX_LEVELS = 64
