@@ -88,6 +88,14 @@ def check_output_path(path, option: str, kind: str = "file") -> None:
     if kind == "file":
         if os.path.isdir(target):
             raise ValueError(f"{option} {text!r} is a folder; give a file path")
+        from noisealloc.theory.output import output_kind
+
+        try:
+            found = output_kind(text)
+        except ValueError as exc:
+            raise ValueError(f"{option} {exc}") from None
+        if found == "stream":  # a character device or FIFO the user names is written straight
+            return
     elif os.path.exists(target) and not os.path.isdir(target):
         raise ValueError(f"{option} {text!r} exists and is not a folder")
     if kind == "dir" and os.path.isdir(target):
@@ -98,6 +106,35 @@ def check_output_path(path, option: str, kind: str = "file") -> None:
         raise ValueError(f"{option} {text!r}: the folder {parent!r} does not exist (it is not created for you)")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {text!r}: the folder {parent!r} is not writable")
+    name = os.path.basename(target)
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if len(os.fsencode(name)) > name_max:
+        raise ValueError(f"{option}: the file name is {len(os.fsencode(name))} bytes long; this file system "
+                         f"takes at most {name_max} (name starts {name[:24]!r})")
+    if kind == "file":
+        _probe_write(parent, name, option, text)
+
+
+def _probe_write(parent: str, name: str, option: str, text: str) -> None:
+    """Create and remove a temporary file beside the output (as atomic_write will): a folder that
+    ``os.access`` calls writable can still refuse a file (``/proc``, a read-only mount, root)."""
+    import tempfile
+
+    from noisealloc.theory.output import _temp_prefix
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{_temp_prefix(name)}{os.getpid()}-", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise ValueError(f"{option} {text!r}: cannot create a file in the folder {parent!r} "
+                         f"({exc.strerror or type(exc).__name__})") from None
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
 
 
 def check_input_path(path, option: str) -> None:
@@ -123,6 +160,11 @@ def check_input_path(path, option: str) -> None:
         raise ValueError(f"{option} {text!r}: file not found")
     if os.path.isdir(text):
         raise ValueError(f"{option} {text!r} is a folder; give a file")
+    import stat
+
+    if not stat.S_ISREG(os.stat(text).st_mode):
+        # a FIFO would block until a writer comes, a device (/dev/zero) never ends
+        raise ValueError(f"{option} {text!r} is not a regular file (a device, FIFO or socket); give a file")
     if not os.access(text, os.R_OK):
         raise ValueError(f"{option} {text!r}: the file is not readable")
 

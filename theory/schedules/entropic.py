@@ -655,7 +655,7 @@ def resolve_law(model, law: str = "auto") -> LawChoice:
     >>> resolve_law(load_data("dirac:K=3,D=1,sep=2")).law, resolve_law(load_data("gaussian:D=4,k=2")).law
     ('empirical', 'exact')
     """
-    law = check_choice(law, LAWS, "law")
+    law = check_choice(law, "law", LAWS)
     if not hasattr(model, "atoms"):
         if law != "auto":
             raise ValueError(f"law={law!r} applies to a finite sample (atoms); this {type(model).__name__} is a "
