@@ -274,29 +274,47 @@ def main(argv: list[str] | None = None) -> int:
     """
     import signal
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "_module", None) is None:
-        parser.print_help()
-        return 2
-    prefix = f"noisealloc {args.command}"
+    _INTERRUPT_SEEN[0] = False
+    as_program = argv is None  # the console script or python -m noisealloc, not a caller in Python
+    prefix = "noisealloc"
     previous = None
     try:
-        # SIGTERM unwinds like SIGINT, so that finally-blocks remove temporary files.
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # SIGTERM unwinds like SIGINT, so that finally-blocks remove temporary files; installed
+        # first, so that a SIGTERM while the parser loads the commands also ends with status 130.
+        # The program (not a caller in Python) also stops the garbage collector on an interrupt:
+        # a collection over numba's objects during the unwinding took up to a second.
+        handler = _interrupt_program if as_program else _raise_interrupt
+        previous = signal.signal(signal.SIGTERM, handler)
+        if as_program:
+            signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread (an embedding program): leave its handlers alone
         previous = None
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "_module", None) is None:
+            parser.print_help()
+            return 2
+        prefix = f"noisealloc {args.command}"
         check_paths(args.command, args)
         module = importlib.import_module(args._module)
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
+        if as_program:
+            _exit_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except _expected_errors() as exc:
         print(f"{prefix}: error: {_describe(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:
+        if _INTERRUPT_SEEN[0]:
+            # the interrupt was raised where it could not propagate (numba's compiler swallows an
+            # exception of its ctypes callbacks and fails with a RuntimeError of its own): still an interrupt
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            if as_program:
+                _exit_now(EXIT_INTERRUPTED)
+            return EXIT_INTERRUPTED
         if os.environ.get(TRACEBACK_ENV_VAR):
             raise
         print(f"{prefix}: internal error (a bug, please report it): {type(exc).__name__}: {_describe(exc)} "
@@ -307,8 +325,33 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+#: Set by the SIGTERM handler: an error after an interrupt is reported as the interrupt.
+_INTERRUPT_SEEN = [False]
+
+
 def _raise_interrupt(signum, frame):
+    _INTERRUPT_SEEN[0] = True
     raise KeyboardInterrupt
+
+
+def _interrupt_program(signum, frame):
+    import gc
+
+    _INTERRUPT_SEEN[0] = True
+    gc.disable()  # the process ends with os._exit after the unwinding: nothing needs collecting
+    raise KeyboardInterrupt
+
+
+def _exit_now(code: int) -> None:
+    """End the program at once after an interrupt: temporaries are already removed (the unwinding
+    ran every ``finally``); the interpreter's teardown (a garbage collection over numba's and the
+    data's objects, a second or more) and a worker thread still inside a C call are skipped."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
