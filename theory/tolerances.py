@@ -49,6 +49,12 @@ QUAD_RTOL = 1e-9
 #: (noisealloc.theory.information.budget.budget_check) also allows the integration error estimate and
 #: MC_NSIGMA standard errors of a Monte-Carlo budget on top of this.
 BUDGET_ATOL_QUAD = 1e-6
+#: Largest share of the budget H(pi) the left tail int_{-inf}^a h dlam may hold for an interval [a, b]
+#: to count as covering the budget (issue 28: the tail bound 1/2 e^a Var(P) is valid for every a, but
+#: once it reaches H(pi) it says nothing (H(pi) - H(a) <= H(pi) always), and [700, 800] with int h = 0
+#: was said to cover H(pi) = 1.1).  0.1 keeps the documented use of the bound (a = -2 for atoms of
+#: variance ~1: a tail of ~8 % of the budget, bounded a priori) and refuses a vacuous bound.
+BUDGET_LEFT_TAIL_RTOL = 0.1
 #: Relative target of the adaptive quadrature of h in the budget check of deterministic models
 #: (noisealloc.theory.information.profile.information_profile, the command `noisealloc entropy`).  Its conservative
 #: |K21 - G10| estimate is added to the rule's tolerance, so the target only has to keep that estimate

@@ -65,8 +65,10 @@ def run(args) -> int:
         for module in ("distributed", "jax", "optax"):
             require(module, "noisealloc reproduce (figure 6's training cells; --only FIGURES skips them)")
     mnist = C.resolve_mnist(args.mnist)
-    if mnist is not None and not Path(mnist).is_dir():
-        raise FileNotFoundError(f"MNIST directory not found: {mnist}")
+    if mnist is not None:
+        from noisealloc.theory.models.datasets import check_mnist_dir
+
+        check_mnist_dir(mnist)  # a bad --mnist is refused before any figure, not "Skipped" in REPORT.md
     out = Path(args.out)
     code = P.code_hash()
     probe = P.make_request(names[0], quick=args.quick, seed=args.seed, mnist=mnist, code=code)

@@ -104,7 +104,8 @@ def test_digits_runs_with_the_importance_sampler(tmp_path):
 
 def test_mnist_runs(tmp_path, mnist_dir):
     code, out = run_cli(tmp_path, "--data", f"mnist:{mnist_dir}", "--levels", "5", "--samples", "8")
-    assert code == 0
+    # 5 levels are far too few for the budget identity on MNIST: the check FAILS, and says so with exit 1
+    assert code == 1
     doc = json.loads(out.read_text())
     assert doc["meta"]["budget"]["H_pi"] == pytest.approx(np.log(10000), rel=1e-14)
     assert doc["conditional_entropy"][0] == pytest.approx(np.log(10000), abs=1e-3)

@@ -126,6 +126,60 @@ def _mnist_dir(path) -> Path:
     return Path(path).expanduser()
 
 
+def check_mnist_dir(path=None) -> Path:
+    """Check, without loading them, that ``path`` holds the two MNIST test-set files (a few bytes read).
+
+    Each file must be a regular file whose gzip stream starts with the IDX magic number and sizes of
+    :data:`MNIST_FILES` and whose gzip trailer gives the length those sizes imply (a file cut short or
+    of another data set is refused).  A program checks its ``--mnist`` with this before any work.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The directory (default: the environment variable ``NOISEALLOC_MNIST_DIR``).
+
+    Returns
+    -------
+    pathlib.Path
+        The directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        The directory or a file is missing.
+    ValueError
+        A file is not a regular file, not gzip, or not the MNIST IDX file of that name.
+    """
+    import stat
+    import zlib
+
+    directory = _mnist_dir(path)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"MNIST directory not found: {directory}")
+    for name, magic, shape in MNIST_FILES.values():
+        file = directory / name
+        if not file.exists():
+            raise FileNotFoundError(f"MNIST file not found: {file} (the directory must hold {name})")
+        if not stat.S_ISREG(file.stat().st_mode):
+            raise ValueError(f"MNIST file {file} is not a regular file")
+        header_len = 4 + 4 * len(shape)
+        try:
+            with gzip.open(file, "rb") as fh:
+                head = fh.read(header_len)
+            with open(file, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                size = int.from_bytes(fh.read(4), "little")  # ISIZE: the uncompressed length mod 2**32
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"MNIST file {file} is not a readable gzip file ({type(exc).__name__}: {exc})") from None
+        dims = tuple(int.from_bytes(head[4 + 4 * i: 8 + 4 * i], "big") for i in range(len(shape)))
+        if len(head) < header_len or int.from_bytes(head[:4], "big") != magic or dims != shape:
+            raise ValueError(f"MNIST file {file} is not the IDX file {name} (magic 0x{magic:08x}, sizes {shape})")
+        if size != header_len + int(np.prod(shape)):
+            raise ValueError(f"MNIST file {file} is cut short or damaged (its gzip trailer gives {size} bytes, "
+                             f"expected {header_len + int(np.prod(shape))})")
+    return directory
+
+
 def load_mnist(path=None, *, scale: str = "symmetric") -> tuple[np.ndarray, np.ndarray]:
     """Load the MNIST test set (10,000 images) from its gzip-compressed IDX files.
 
