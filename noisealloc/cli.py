@@ -114,8 +114,7 @@ def check_output_path(path, option: str, kind: str = "file") -> None:
     if len(os.fsencode(name)) > name_max:
         raise ValueError(f"{option}: the file name is {len(os.fsencode(name))} bytes long; this file system "
                          f"takes at most {name_max} (name starts {name[:24]!r})")
-    if kind == "file":
-        _probe_write(parent, name, option, text)
+    _probe_write(parent, name, option, text)  # a file, or the folder to be made
 
 
 def _probe_write(parent: str, name: str, option: str, text: str) -> None:
@@ -135,6 +134,28 @@ def _probe_write(parent: str, name: str, option: str, text: str) -> None:
         os.unlink(probe)
     except OSError:
         pass
+
+
+#: File formats a plot may be written in (matplotlib's own list, without loading matplotlib); a
+#: path without a suffix is written as PNG.
+FIGURE_FORMATS = ("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz", "tif", "tiff",
+                  "webp")
+
+
+def check_figure_format(path, option: str) -> None:
+    """Refuse a plot path whose suffix names no format matplotlib writes, before any computation.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and the formats allowed.
+    """
+    suffix = os.path.splitext(os.fspath(path))[1].lstrip(".").lower()
+    from noisealloc.theory.output import output_kind
+
+    if suffix and suffix not in FIGURE_FORMATS and output_kind(path) != "stream":
+        raise ValueError(f"{option} {os.fspath(path)!r}: unknown figure format {suffix!r}; allowed suffixes: "
+                         f"{', '.join('.' + f for f in FIGURE_FORMATS)} (none: PNG)")
 
 
 def check_input_path(path, option: str) -> None:
@@ -201,6 +222,8 @@ def check_paths(command: str, args) -> None:
         if key in seen:
             raise ValueError(f"{_option(dest)} and {seen[key]} name the same file {os.fspath(value)!r}")
         seen[key] = _option(dest)
+        if dest == "plot":
+            check_figure_format(value, _option(dest))
     for (cmd, dest), _kind in INPUTS.items():
         value = getattr(args, dest, None) if cmd == command else None
         if value is None:
@@ -294,19 +317,19 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if getattr(args, "_module", None) is None:
             parser.print_help()
-            return 2
+            return _status(2)
         prefix = f"noisealloc {args.command}"
         check_paths(args.command, args)
         module = importlib.import_module(args._module)
-        return int(module.run(args) or 0)
+        return _status(int(module.run(args) or 0))
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         if as_program:
             _exit_now(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+        return _status(EXIT_INTERRUPTED)
     except _expected_errors() as exc:
         print(f"{prefix}: error: {_describe(exc)}", file=sys.stderr)
-        return 2
+        return _status(2)
     except Exception as exc:
         if _INTERRUPT_SEEN[0]:
             # the interrupt was raised where it could not propagate (numba's compiler swallows an
@@ -314,14 +337,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prefix}: interrupted", file=sys.stderr)
             if as_program:
                 _exit_now(EXIT_INTERRUPTED)
-            return EXIT_INTERRUPTED
+            return _status(EXIT_INTERRUPTED)
         if os.environ.get(TRACEBACK_ENV_VAR):
             raise
         print(f"{prefix}: internal error (a bug, please report it): {type(exc).__name__}: {_describe(exc)} "
               f"(set {TRACEBACK_ENV_VAR}=1 for the traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _status(EXIT_INTERNAL)
     finally:
-        if previous is not None:
+        if as_program and previous is not None:
+            # the work is over: a signal during the interpreter's teardown ends it with the run's
+            # status (sys.exc_info is empty on a normal return), not as killed by SIGTERM
+            signal.signal(signal.SIGTERM, _exit_on_late_signal)
+            signal.signal(signal.SIGINT, _exit_on_late_signal)
+        elif previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
@@ -340,6 +368,19 @@ def _interrupt_program(signum, frame):
     _INTERRUPT_SEEN[0] = True
     gc.disable()  # the process ends with os._exit after the unwinding: nothing needs collecting
     raise KeyboardInterrupt
+
+
+#: The status main() returned, for a signal that arrives after it (the program's teardown).
+_LAST_STATUS = [0]
+
+
+def _status(code: int) -> int:
+    _LAST_STATUS[0] = code
+    return code
+
+
+def _exit_on_late_signal(signum, frame):
+    _exit_now(_LAST_STATUS[0])
 
 
 def _exit_now(code: int) -> None:

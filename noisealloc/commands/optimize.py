@@ -77,7 +77,14 @@ def _sensitivity_curve(result, lam_fine):
 
 
 def run(args) -> int:
+    import math
+
     _check_size(args)  # before the solver's imports: a refused request answers at once
+    # every value before the work (a NaN --tol was refused by the solver after minutes of set-up)
+    if not (math.isfinite(args.tol) and args.tol > 0):
+        raise ValueError(f"--tol must be a positive finite number; got {args.tol!r}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0; got {args.seed}")
     from noisealloc import __version__
     from noisealloc.theory.output import write_json
     from noisealloc.solvers import optimize_allocation

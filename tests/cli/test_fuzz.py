@@ -555,3 +555,116 @@ def _print_and_check(tallies, capsys):
     assert all(t.tried > 0 for t in tallies.values())
     assert total.tracebacks == 0 and total.silent_wrong == 0 and total.other == 0, {
         k: t.examples for k, t in tallies.items() if t.examples}
+
+
+# ----------------------------------------------------------------------------- issue 28 item 5: before the work
+_LONG_NAME = "n" * 300 + ".json"
+_CSV = b"lam,loss_eps\n" + b"".join(f"{x},{1 / (1 + math.exp(x))!r}\n".encode() for x in range(-8, 9))
+_SWEEP_HEAD = '[sweep]\nname = "s"\nkind = "coupling"\n[fixed]\nJ = 4\n'
+#: command -> (an argv whose run takes many seconds, [bad options]); each bad option must be refused
+#: with exit 2 in well under the run's time, with nothing written.
+BEFORE_THE_WORK = {
+    "schedule": (["schedule", "--from-data", "digits", "--out", "o.json"],
+                 [["--floor", "nan"], ["--floor", "1"], ["--floor=-0.1"], ["--seed=-1"], ["--levels", "2"],
+                  ["--samples", "1"], ["--lam-min", "nan"], ["--lam-min", "5", "--lam-max", "1"],
+                  ["--plot", "x.xyz"], ["--out", "/proc/x.json"], ["--out", _LONG_NAME],
+                  ["--compare", "missing.json"], ["--law", "bogus"]]),
+    "schedule --from-losses": (["schedule", "--from-losses", "l.csv", "--out", "o.json"],
+                               [["--law", "smoothed"], ["--seed=-1"], ["--floor", "nan"], ["--plot", "p.xyz"]]),
+    "entropy": (["entropy", "--data", "digits", "--levels", "65", "--out", "o.json", "--quiet"],
+                [["--seed=-1"], ["--levels", "2"], ["--samples", "1"], ["--lam-min", "inf"], ["--plot", "x.xyz"],
+                 ["--coordinate", "zeta"], ["--out", _LONG_NAME], ["--lam-min", "3", "--lam-max", "1"],
+                 ["--out", "/proc/x.json"]]),
+    "optimize": (["optimize", "--data", "dirac:K=50,D=3", "--model", "posterior-weights", "--levels", "400"],
+                 [["--tol", "nan"], ["--tol", "0"], ["--features", "0"], ["--seed=-1"], ["--levels", "2"],
+                  ["--plot", "x.xyz"], ["--model", "nosuch"], ["--lam-min", "nan"], ["--criterion", "Q"]]),
+    "schedules": (["schedules", "--points", "2000000"],
+                  [["--points", "1"], ["--lam-min", "nan"], ["--plot", "x.xyz"], ["--out", _LONG_NAME]]),
+    "verify": (["verify", "--quick"], [["--seed=-1"], ["--out", "/proc/x.json"], ["--out", _LONG_NAME]]),
+    "reproduce": (["reproduce", "--quick", "--out", "r"],
+                  [["--seed=-1"], ["--only", "nosuch"], ["--mnist", "bad"], ["--out", "/proc/x"]]),
+    "bench": (["bench", "posterior", "--atoms", "2000"],
+              [["--levels", "2"], ["--samples", "1"], ["--repeat", "0"], ["--atoms", "1"], ["--mnist", "bad"]]),
+    "sweep": (["sweep", "s.toml", "--no-progress"],
+              [[f"cell:{body}"] for body in ('data = "dirac:K=0"', 'data = "dirac:K=2"\ncriterion = "Q"',
+                                              'data = "dirac:K=2"\nseed = -1', 'data = "dirac:K=2"\nlevels = 100000000000',
+                                              'data = "dirac:K=2"\nlam_min = 5.0\nlam_max = 1.0',
+                                              'data = "dirac:K=1000000000000"')]),
+}
+#: A refusal must come this fast (the issue: 'every bad option exits 2 in under 2 s').
+REFUSED_WITHIN_SECONDS = 2.0
+
+
+@pytest.mark.parametrize("command, bad", [(c, b) for c, (_, bads) in BEFORE_THE_WORK.items() for b in bads],
+                         ids=lambda v: v if isinstance(v, str) else " ".join(v)[:40])
+def test_every_bad_option_is_refused_before_the_work(command, bad):
+    import time
+
+    base, _ = BEFORE_THE_WORK[command]
+    files = {"l.csv": _CSV}
+    argv = base + bad
+    if bad[0].startswith("cell:"):
+        files["s.toml"] = (_SWEEP_HEAD + bad[0][5:] + "\n").encode()
+        argv = base
+    t0 = time.monotonic()
+    outcome = run_cli(argv, files)
+    seconds = time.monotonic() - t0
+    name = command.split()[0]
+    assert outcome.code == 2 and not outcome.problems(name), (argv, outcome.code, outcome.problems(name))
+    assert seconds < REFUSED_WITHIN_SECONDS, (argv, f"refused after {seconds:.1f} s")
+
+
+# ----------------------------------------------------------------------------- issue 28 items 3 and 4: listed cases
+def _deep_json(depth: int = 100_000) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+_GZ_GARBAGE = {"m/t10k-images-idx3-ubyte.gz": b"not gzip", "m/t10k-labels-idx1-ubyte.gz": b"not gzip"}
+_VERSION_TRUE = json.dumps({"format": "noisealloc.schedule", "version": True, "name": "x", "coordinate": "lambda",
+                            "interval": [0.0, 2.0], "knots": [0.0, 1.0, 2.0], "pdf": [0.0, 1.0, 0.0],
+                            "cdf": [0.0, 0.5, 1.0]}).encode()
+_HUGE_LOSSES = b"lam,loss_eps\n" + b"".join(f"{x},1e308\n".encode() for x in range(-8, 9, 2))
+_SMALL = ["--levels", "5", "--samples", "16"]
+#: (argv, files, expected status, a phrase of the one stderr line): each once an internal error (exit 3)
+#: or a silent wrong (exit 0) of issue 28.
+LISTED_CASES = {
+    "dirac sep=1e-300 (ZeroDivisionError)": (["entropy", "--data", "dirac:K=2,sep=1e-300", "--levels", "9",
+                                               "--out", "o.json", "--quiet"], {}, 1, ""),
+    "circle r=1e300 (OverflowError)": (["entropy", "--data", "circle:r=1e300", "--levels", "9", "--out", "o.json"],
+                                       {}, 2, "radius must lie in"),
+    "compare a 100k-deep JSON (RecursionError)": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--compare", "d.json"],
+                                                  {"d.json": _deep_json()}, 2, "nested too deeply"),
+    "compare with version true": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--compare", "v.json"],
+                                  {"v.json": _VERSION_TRUE}, 2, "version must be 1"),
+    "reproduce --mnist of garbage files": (["reproduce", "--full", "--only", "fig1_entropy", "--mnist", "m",
+                                            "--out", "r"], _GZ_GARBAGE, 2, "MNIST file"),
+    "reproduce --mnist of a missing folder": (["reproduce", "--full", "--mnist", "nowhere", "--out", "r"], {}, 2,
+                                              "MNIST directory not found"),
+    "schedule --seed -1": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--seed=-1"], {}, 2, "--seed must be >= 0"),
+    "--law with --from-losses": (["schedule", "--from-losses", "l.csv", "--law", "empirical", "--levels", "5"],
+                                 {"l.csv": _CSV}, 2, "--law empirical applies to --from-data only"),
+    "--from-losses near 1e308": (["schedule", "--from-losses", "l.csv", "--levels", "5", "--out", "o.json"],
+                                 {"l.csv": _HUGE_LOSSES}, 2, "beyond the float64 range"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LISTED_CASES))
+def test_listed_cases_of_issue_28(case):
+    argv, files, status, phrase = LISTED_CASES[case]
+    outcome = run_cli(argv, files)
+    lines = [ln for ln in outcome.err.splitlines() if ln.strip()]
+    assert outcome.code == status, (argv, outcome.code, outcome.err)
+    assert not outcome.traceback and "Warning" not in outcome.err, outcome.err
+    assert phrase in outcome.err, (phrase, outcome.err)
+    if status == 2:
+        assert len(lines) == 1 and outcome.new_files == [], (lines, outcome.new_files)
+
+
+def test_atoms_closer_than_the_float_range_give_the_right_answer(tmp_path):
+    """dirac:K=2,sep=1e-300: the atoms cannot be told apart at any level of the interval, so H(lam) = log 2
+    throughout, int h = 0, and the budget check FAILS (exit 1): the right answer, not a ZeroDivisionError."""
+    out = tmp_path / "o.json"
+    assert main(["entropy", "--data", "dirac:K=2,sep=1e-300", "--levels", "9", "--out", str(out), "--quiet"]) == 1
+    doc = json.loads(out.read_text())
+    np.testing.assert_allclose(doc["conditional_entropy"], math.log(2), rtol=1e-12)
+    assert not doc["meta"]["budget"]["holds"]

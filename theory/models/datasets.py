@@ -478,6 +478,44 @@ def load_images(spec, *, mnist=None) -> tuple[np.ndarray, bool]:
     return images, True
 
 
+def _check_family_size(spec: str, kind: str, opt: dict) -> None:
+    """Refuse a synthetic family too large for the memory before building it, naming its size options
+    (``dirac:K=1000000000`` ended in a MemoryError that said "ask for fewer levels, points or samples")."""
+    from noisealloc.theory.request_limits import check_memory
+
+    if kind == "dirac":
+        # the atoms, a centred copy and the span's SVD: about three K x D float64 arrays
+        check_memory(3 * 8.0 * max(int(opt["K"]), 0) * max(int(opt["D"]), 0),
+                     f"data spec {spec!r} (K = {opt['K']} atoms in D = {opt['D']} dimensions; ask for a smaller K or D)")
+    elif kind == "gaussian":
+        check_memory(3 * 8.0 * max(int(opt["D"]), 0) * max(int(opt["k"]), 1),
+                     f"data spec {spec!r} (D = {opt['D']} dimensions, k = {opt['k']}; ask for a smaller D or k)")
+    elif kind == "circle":
+        check_memory(8.0 * max(int(opt["D"]), 0) ** 2,
+                     f"data spec {spec!r} (D = {opt['D']} dimensions; ask for a smaller D)")
+
+
+def check_spec(spec: str) -> None:
+    """Check a data SPEC without the work of loading large data: the synthetic families are built
+    (milliseconds within the memory check), a file form's path must exist.  For sweep files, whose
+    cells must be refused before a cluster starts.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError
+        As :func:`load_data` would.
+    """
+    parsed = parse_spec(spec)
+    if parsed.kind in ("dirac", "gaussian", "circle"):
+        load_data(spec)
+    elif parsed.kind in ("mnist", "mnist-binarised"):
+        check_mnist_dir(parsed.path)
+    elif parsed.kind == "npz":
+        file = Path(parsed.path).expanduser()
+        if not file.is_file():
+            raise FileNotFoundError(f"data spec {spec!r}: no such file {file}")
+
+
 def load_data(spec: str):
     """Build the data model named by a SPEC string (table in the module docstring).
 
@@ -501,6 +539,7 @@ def load_data(spec: str):
     """
     parsed = parse_spec(spec)
     kind, opt = parsed.kind, parsed.options
+    _check_family_size(spec, kind, opt)
     if kind == "dirac":
         return _model_class(spec, "models.dirac", "DiracMixture")(*dirac_atoms(**opt))
     if kind == "gaussian":
