@@ -293,7 +293,10 @@ def main(argv: list[str] | None = None) -> int:
         fault (a bad or unwritable path, a corrupt file, an OS error, not enough memory), printed
         as one line naming the thing; 130 when interrupted (SIGINT or SIGTERM), one line; 3 for an
         internal error (a bug), one line (the traceback with ``NOISEALLOC_TRACEBACK=1``).
-        Output and input paths are checked before any computation starts.
+        Output and input paths are checked before any computation starts.  Without ``argv`` (the
+        console script, ``python -m noisealloc``) the process ends in here with that status
+        (``os._exit`` after flushing stdout and stderr), so that a signal can never catch it in the
+        interpreter's teardown; a caller in Python passes ``argv`` and gets the status back.
     """
     import signal
 
@@ -345,10 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         return _status(EXIT_INTERNAL)
     finally:
         if as_program and previous is not None:
-            # the work is over: a signal during the interpreter's teardown ends it with the run's
-            # status (sys.exc_info is empty on a normal return), not as killed by SIGTERM
+            # The work is over.  The program ends here with the run's status: Python's teardown puts
+            # the default SIGTERM action back, and a signal then killed a finished run (status -15).
             signal.signal(signal.SIGTERM, _exit_on_late_signal)
             signal.signal(signal.SIGINT, _exit_on_late_signal)
+            if sys.exc_info()[0] is None:  # a status is being returned (not argparse's SystemExit)
+                _exit_now(_LAST_STATUS[0])
         elif previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
