@@ -259,11 +259,32 @@ def _available(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the program's error convention and numbers as values.
+
+    * A usage error is one line on stderr, ``PROG: error: MESSAGE (see PROG --help)``, status 2 (not the
+      usage block and the error: up to 10 lines).
+    * ``--lam-min -1e4`` is a negative number, not an unknown option: argparse only recognises ``-12``
+      and ``-1.5`` as numbers; here also exponents, ``-inf`` and ``-nan``.  (Sub-parsers made by
+      ``add_subparsers`` are of the same class.)
+    """
+
+    def __init__(self, *args, **kwargs):
+        import re
+
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", re.I)
+
+    def error(self, message):
+        text = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {text} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with one sub-parser per available command."""
     from noisealloc import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="noisealloc",
         description="Optimal noise allocation for diffusion training (log-SNR lambda is the canonical coordinate).",
     )
@@ -299,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         interpreter's teardown; a caller in Python passes ``argv`` and gets the status back.
     """
     import signal
+    import warnings
 
     _INTERRUPT_SEEN[0] = False
     as_program = argv is None  # the console script or python -m noisealloc, not a caller in Python
@@ -324,7 +346,12 @@ def main(argv: list[str] | None = None) -> int:
         prefix = f"noisealloc {args.command}"
         check_paths(args.command, args)
         module = importlib.import_module(args._module)
-        return _status(int(module.run(args) or 0))
+        # Warnings (numpy's RuntimeWarnings, the toolkit's own) are held back: an error is then the one
+        # line of the README, and after a finished run each is one line of its own.
+        with warnings.catch_warnings(record=True) as caught:
+            status = int(module.run(args) or 0)
+        _print_warnings(prefix, caught)
+        return _status(status)
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
         if as_program:
@@ -356,6 +383,15 @@ def main(argv: list[str] | None = None) -> int:
                 _exit_now(_LAST_STATUS[0])
         elif previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _print_warnings(prefix: str, caught) -> None:
+    seen = set()
+    for w in caught:
+        line = f"{prefix}: warning: {w.category.__name__}: {' '.join(str(w.message).split())}"
+        if line not in seen:
+            seen.add(line)
+            print(line, file=sys.stderr)
 
 
 #: Set by the SIGTERM handler: an error after an interrupt is reported as the interrupt.

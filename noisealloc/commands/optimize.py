@@ -85,6 +85,13 @@ def run(args) -> int:
         raise ValueError(f"--tol must be a positive finite number; got {args.tol!r}")
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0; got {args.seed}")
+    if str(args.model).startswith("spline:"):  # J basis functions: a size, limited like --levels
+        from noisealloc.theory.request_limits import MAX_OPTIMIZE_LEVELS, check_size
+
+        j_text = str(args.model).split(":", 1)[1]
+        if j_text.strip().lstrip("+").isdigit() and int(j_text) >= 1:  # J < 1: the library says so
+            check_size("--model spline:J (basis functions J)", int(j_text), MAX_OPTIMIZE_LEVELS,
+                       allow_large=getattr(args, "allow_large", False))
     from noisealloc import __version__
     from noisealloc.theory.output import write_json
     from noisealloc.solvers import optimize_allocation

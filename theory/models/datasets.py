@@ -419,6 +419,16 @@ def _load_npz(spec: str, path: str):
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"data spec {spec!r}: no such file {file}")
+    with open(file, "rb") as fh:
+        magic = fh.read(6)
+    # np.load takes anything: a text file ended in its advice to pass allow_pickle= (unsafe) naming no
+    # file, a .npy in an AttributeError (an array has no .files)
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"data spec {spec!r}: {file} is a .npy file (one array); save the atoms into an .npz "
+                         "with np.savez(path, atoms=...)")
+    if not magic.startswith(b"PK"):
+        raise ValueError(f"data spec {spec!r}: {file} is not an .npz file (a zip archive of arrays written by "
+                         "np.savez)")
     with np.load(file, allow_pickle=False) as z:
         keys = set(z.files)
         for key in sorted(keys):
