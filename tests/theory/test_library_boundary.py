@@ -54,3 +54,17 @@ def test_adaptive_gauss_kronrod_refuses_bad_intervals(a, b, pid, n, needle):
 def test_adaptive_gauss_kronrod_still_integrates():
     res = adaptive_gauss_kronrod(_f, [0.0], [1.0], [0], 1)
     assert res.value[0, 0] == pytest.approx(0.5, rel=1e-14)
+
+
+def test_element_wise_functions_refuse_complex_and_pass_nan():
+    """Coordinates, the entropy rate and the schedule laws no longer cut complex input to its real part;
+    element-wise, a NaN passes through where numpy would pass it (or is refused with its name)."""
+    from noisealloc.theory.coordinates import edm_sigma, get_coordinate, lam_from_edm_sigma, vp_alpha_sigma
+    from noisealloc.theory.entropy_rate import half_snr_times
+
+    z = np.array([0.5 + 1j])
+    for call in (lambda: edm_sigma(z), lambda: lam_from_edm_sigma(z), lambda: vp_alpha_sigma(z),
+                 lambda: get_coordinate("sigma").from_lam(z), lambda: half_snr_times(z, np.ones(1))):
+        with pytest.raises(ValueError, match="must be real"):
+            call()
+    assert np.isnan(edm_sigma(np.array([np.nan]))[0])
