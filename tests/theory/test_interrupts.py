@@ -44,14 +44,14 @@ def test_interrupt_between_the_workers_start_up_calls_stops_them(monkeypatch):
         run_stage_workers(threads, _barrier_work(barrier, halt, started), halt, barrier)
     assert time.monotonic() - t0 < 2.0
     monkeypatch.undo()
-    # the pool is idle again: the next stage runs to the end
-    halt2, barrier2 = threading.Event(), threading.Barrier(threads)
-    timer = threading.Timer(0.2, halt2.set)
-    timer.start()
-    try:
-        assert run_stage_workers(threads, _barrier_work(barrier2, halt2, []), halt2, barrier2) == [0, 1]
-    finally:
-        timer.cancel()
+    # the pool is idle again: the next stage, whose workers meet once at a barrier, runs to the end
+    halt2, barrier2 = threading.Event(), threading.Barrier(threads, timeout=10)
+
+    def meet_once(w):
+        barrier2.wait()
+        return w
+
+    assert run_stage_workers(threads, meet_once, halt2, barrier2) == [0, 1]
 
 
 def test_interrupt_while_waiting_stops_the_workers_within_a_second():
