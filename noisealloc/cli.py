@@ -90,6 +90,14 @@ def check_output_path(path, option: str, kind: str = "file") -> None:
     if kind == "file":
         if os.path.isdir(target):
             raise ValueError(f"{option} {text!r} is a folder; give a file path")
+        from noisealloc.theory.output import output_kind
+
+        try:
+            found = output_kind(text)
+        except ValueError as exc:
+            raise ValueError(f"{option} {exc}") from None
+        if found == "stream":  # a character device or FIFO the user names is written straight
+            return
     elif os.path.exists(target) and not os.path.isdir(target):
         raise ValueError(f"{option} {text!r} exists and is not a folder")
     if kind == "dir" and os.path.isdir(target):
@@ -100,6 +108,56 @@ def check_output_path(path, option: str, kind: str = "file") -> None:
         raise ValueError(f"{option} {text!r}: the folder {parent!r} does not exist (it is not created for you)")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{option} {text!r}: the folder {parent!r} is not writable")
+    name = os.path.basename(target)
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if len(os.fsencode(name)) > name_max:
+        raise ValueError(f"{option}: the file name is {len(os.fsencode(name))} bytes long; this file system "
+                         f"takes at most {name_max} (name starts {name[:24]!r})")
+    _probe_write(parent, name, option, text)  # a file, or the folder to be made
+
+
+def _probe_write(parent: str, name: str, option: str, text: str) -> None:
+    """Create and remove a temporary file beside the output (as atomic_write will): a folder that
+    ``os.access`` calls writable can still refuse a file (``/proc``, a read-only mount, root)."""
+    import tempfile
+
+    from noisealloc.theory.output import _temp_prefix
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{_temp_prefix(name)}{os.getpid()}-", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise ValueError(f"{option} {text!r}: cannot create a file in the folder {parent!r} "
+                         f"({exc.strerror or type(exc).__name__})") from None
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
+
+
+#: File formats a plot may be written in (matplotlib's own list, without loading matplotlib); a
+#: path without a suffix is written as PNG.
+FIGURE_FORMATS = ("eps", "jpeg", "jpg", "pdf", "pgf", "png", "ps", "raw", "rgba", "svg", "svgz", "tif", "tiff",
+                  "webp")
+
+
+def check_figure_format(path, option: str) -> None:
+    """Refuse a plot path whose suffix names no format matplotlib writes, before any computation.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, the path and the formats allowed.
+    """
+    suffix = os.path.splitext(os.fspath(path))[1].lstrip(".").lower()
+    from noisealloc.theory.output import output_kind
+
+    if suffix and suffix not in FIGURE_FORMATS and output_kind(path) != "stream":
+        raise ValueError(f"{option} {os.fspath(path)!r}: unknown figure format {suffix!r}; allowed suffixes: "
+                         f"{', '.join('.' + f for f in FIGURE_FORMATS)} (none: PNG)")
 
 
 def check_input_path(path, option: str) -> None:
@@ -125,6 +183,11 @@ def check_input_path(path, option: str) -> None:
         raise ValueError(f"{option} {text!r}: file not found")
     if os.path.isdir(text):
         raise ValueError(f"{option} {text!r} is a folder; give a file")
+    import stat
+
+    if not stat.S_ISREG(os.stat(text).st_mode):
+        # a FIFO would block until a writer comes, a device (/dev/zero) never ends
+        raise ValueError(f"{option} {text!r} is not a regular file (a device, FIFO or socket); give a file")
     if not os.access(text, os.R_OK):
         raise ValueError(f"{option} {text!r}: the file is not readable")
 
@@ -161,6 +224,8 @@ def check_paths(command: str, args) -> None:
         if key in seen:
             raise ValueError(f"{_option(dest)} and {seen[key]} name the same file {os.fspath(value)!r}")
         seen[key] = _option(dest)
+        if dest == "plot":
+            check_figure_format(value, _option(dest))
     for (cmd, dest), _kind in INPUTS.items():
         value = getattr(args, dest, None) if cmd == command else None
         if value is None:
@@ -196,11 +261,32 @@ def _available(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the program's error convention and numbers as values.
+
+    * A usage error is one line on stderr, ``PROG: error: MESSAGE (see PROG --help)``, status 2 (not the
+      usage block and the error: up to 10 lines).
+    * ``--lam-min -1e4`` is a negative number, not an unknown option: argparse only recognises ``-12``
+      and ``-1.5`` as numbers; here also exponents, ``-inf`` and ``-nan``.  (Sub-parsers made by
+      ``add_subparsers`` are of the same class.)
+    """
+
+    def __init__(self, *args, **kwargs):
+        import re
+
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|nan)$", re.I)
+
+    def error(self, message):
+        text = " ".join(str(message).split())
+        self.exit(2, f"{self.prog}: error: {text} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with one sub-parser per available command."""
     from noisealloc import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="noisealloc",
         description="Optimal noise allocation for diffusion training (log-SNR lambda is the canonical coordinate).",
     )
@@ -230,45 +316,126 @@ def main(argv: list[str] | None = None) -> int:
         fault (a bad or unwritable path, a corrupt file, an OS error, not enough memory), printed
         as one line naming the thing; 130 when interrupted (SIGINT or SIGTERM), one line; 3 for an
         internal error (a bug), one line (the traceback with ``NOISEALLOC_TRACEBACK=1``).
-        Output and input paths are checked before any computation starts.
+        Output and input paths are checked before any computation starts.  Without ``argv`` (the
+        console script, ``python -m noisealloc``) the process ends in here with that status
+        (``os._exit`` after flushing stdout and stderr), so that a signal can never catch it in the
+        interpreter's teardown; a caller in Python passes ``argv`` and gets the status back.
     """
     import signal
+    import warnings
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "_module", None) is None:
-        parser.print_help()
-        return 2
-    prefix = f"noisealloc {args.command}"
+    _INTERRUPT_SEEN[0] = False
+    as_program = argv is None  # the console script or python -m noisealloc, not a caller in Python
+    prefix = "noisealloc"
     previous = None
     try:
-        # SIGTERM unwinds like SIGINT, so that finally-blocks remove temporary files.
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # SIGTERM unwinds like SIGINT, so that finally-blocks remove temporary files; installed
+        # first, so that a SIGTERM while the parser loads the commands also ends with status 130.
+        # The program (not a caller in Python) also stops the garbage collector on an interrupt:
+        # a collection over numba's objects during the unwinding took up to a second.
+        handler = _interrupt_program if as_program else _raise_interrupt
+        previous = signal.signal(signal.SIGTERM, handler)
+        if as_program:
+            signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread (an embedding program): leave its handlers alone
         previous = None
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "_module", None) is None:
+            parser.print_help()
+            return _status(2)
+        prefix = f"noisealloc {args.command}"
         check_paths(args.command, args)
         module = importlib.import_module(args._module)
-        return int(module.run(args) or 0)
+        # Warnings (numpy's RuntimeWarnings, the toolkit's own) are held back: an error is then the one
+        # line of the README, and after a finished run each is one line of its own.
+        with warnings.catch_warnings(record=True) as caught:
+            status = int(module.run(args) or 0)
+        _print_warnings(prefix, caught)
+        return _status(status)
     except KeyboardInterrupt:
         print(f"{prefix}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        if as_program:
+            _exit_now(EXIT_INTERRUPTED)
+        return _status(EXIT_INTERRUPTED)
     except _expected_errors() as exc:
         print(f"{prefix}: error: {_describe(exc)}", file=sys.stderr)
-        return 2
+        return _status(2)
     except Exception as exc:
+        if _INTERRUPT_SEEN[0]:
+            # the interrupt was raised where it could not propagate (numba's compiler swallows an
+            # exception of its ctypes callbacks and fails with a RuntimeError of its own): still an interrupt
+            print(f"{prefix}: interrupted", file=sys.stderr)
+            if as_program:
+                _exit_now(EXIT_INTERRUPTED)
+            return _status(EXIT_INTERRUPTED)
         if os.environ.get(TRACEBACK_ENV_VAR):
             raise
         print(f"{prefix}: internal error (a bug, please report it): {type(exc).__name__}: {_describe(exc)} "
               f"(set {TRACEBACK_ENV_VAR}=1 for the traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return _status(EXIT_INTERNAL)
     finally:
-        if previous is not None:
+        if as_program and previous is not None:
+            # The work is over.  The program ends here with the run's status: Python's teardown puts
+            # the default SIGTERM action back, and a signal then killed a finished run (status -15).
+            signal.signal(signal.SIGTERM, _exit_on_late_signal)
+            signal.signal(signal.SIGINT, _exit_on_late_signal)
+            if sys.exc_info()[0] is None:  # a status is being returned (not argparse's SystemExit)
+                _exit_now(_LAST_STATUS[0])
+        elif previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
 
+def _print_warnings(prefix: str, caught) -> None:
+    seen = set()
+    for w in caught:
+        line = f"{prefix}: warning: {w.category.__name__}: {' '.join(str(w.message).split())}"
+        if line not in seen:
+            seen.add(line)
+            print(line, file=sys.stderr)
+
+
+#: Set by the SIGTERM handler: an error after an interrupt is reported as the interrupt.
+_INTERRUPT_SEEN = [False]
+
+
 def _raise_interrupt(signum, frame):
+    _INTERRUPT_SEEN[0] = True
     raise KeyboardInterrupt
+
+
+def _interrupt_program(signum, frame):
+    import gc
+
+    _INTERRUPT_SEEN[0] = True
+    gc.disable()  # the process ends with os._exit after the unwinding: nothing needs collecting
+    raise KeyboardInterrupt
+
+
+#: The status main() returned, for a signal that arrives after it (the program's teardown).
+_LAST_STATUS = [0]
+
+
+def _status(code: int) -> int:
+    _LAST_STATUS[0] = code
+    return code
+
+
+def _exit_on_late_signal(signum, frame):
+    _exit_now(_LAST_STATUS[0])
+
+
+def _exit_now(code: int) -> None:
+    """End the program at once after an interrupt: temporaries are already removed (the unwinding
+    ran every ``finally``); the interpreter's teardown (a garbage collection over numba's and the
+    data's objects, a second or more) and a worker thread still inside a C call are skipped."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

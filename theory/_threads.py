@@ -7,7 +7,7 @@ import os
 import threading as _threading
 from contextlib import contextmanager
 
-__all__ = ["single_blas_thread", "kernel_threads", "run_workers", "run_stage_workers", "ChunkCounter"]
+__all__ = ["single_blas_thread", "kernel_threads", "run_workers", "run_stage_workers", "ChunkCounter", "interruptible"]
 
 _POOLS: dict = {}
 _POOL_LOCK = _threading.Lock()
@@ -145,21 +145,37 @@ def run_workers(threads: int, work, abort) -> list:
 
     pool, lock = _worker_pool(threads)
     with lock:
-        futures = [pool.submit(work, w) for w in range(threads)]
+        futures = []
         try:
+            # Submitted inside the try: an interrupt between two submits must still abort the
+            # workers already started (they would wait forever at a barrier for the missing one).
+            for w in range(threads):
+                futures.append(pool.submit(work, w))
             # Not the results in order: a worker waiting at a barrier for a failed one behind it
             # would never finish.  The first failure, whichever worker it is, stops them all.
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
             failed = [f for f in futures if f in done and f.exception() is not None]
         except BaseException:  # an interrupt of the caller
-            abort()
-            wait(futures)
+            _stop(futures, abort)
             raise
         if failed:
-            abort()
-            wait(futures)
+            _stop(futures, abort)
             raise failed[0].exception()
         return [f.result() for f in futures]
+
+
+def _stop(futures, abort) -> None:
+    """``abort()`` and wait until every worker of ``futures`` has stopped, whatever interrupts come
+    meanwhile (a second SIGTERM during the wait must not leave a worker running on the pool)."""
+    from concurrent.futures import wait
+
+    while True:
+        try:
+            abort()
+            wait(futures)
+            return
+        except KeyboardInterrupt:  # the first interrupt is the one the caller re-raises
+            continue
 
 
 def run_stage_workers(threads: int, work, halt, barrier=None) -> list:
@@ -195,6 +211,47 @@ def run_stage_workers(threads: int, work, halt, barrier=None) -> list:
         return [work(0)]
     with single_blas_thread():
         return run_workers(threads, work, abort)
+
+
+def interruptible(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on a helper thread while the calling thread waits for it.
+
+    A signal handler runs only in the main thread, between bytecodes: during one long C call (a
+    LAPACK SVD of MNIST takes seconds) an interrupt would wait for the call to end.  Waiting on an
+    event instead, the main thread sees the interrupt at once and raises ``KeyboardInterrupt``;
+    the helper (a daemon thread, it holds nothing shared) finishes its call and is discarded, and
+    the program ends without waiting for it.  Called from another thread, ``fn`` runs in place.
+
+    Parameters
+    ----------
+    fn : callable
+        A call that releases the GIL (numpy's linear algebra, a compiled kernel).
+    *args, **kwargs
+        Its arguments.
+
+    Returns
+    -------
+    object
+        ``fn``'s result; its exception is raised here.
+    """
+    if _threading.current_thread() is not _threading.main_thread():
+        return fn(*args, **kwargs)
+    box: dict = {}
+    done = _threading.Event()
+
+    def call():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            box["error"] = exc
+        finally:
+            done.set()
+
+    _threading.Thread(target=call, name="noisealloc-interruptible", daemon=True).start()
+    done.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 class ChunkCounter:

@@ -62,7 +62,7 @@ from typing import Callable
 
 import numpy as np
 
-from noisealloc.theory.errors import check_choice
+from noisealloc.theory.errors import as_float_array, check_choice
 
 __all__ = [
     "COORDINATES",
@@ -128,7 +128,7 @@ def vp_alpha_sigma(lam):
     >>> round(float(alpha), 6), round(float(sigma), 6)
     (0.707107, 0.707107)
     """
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
     alpha = np.exp(-0.5 * np.logaddexp(0.0, -lam))
     sigma = np.exp(-0.5 * np.logaddexp(0.0, lam))
     return alpha, sigma
@@ -156,7 +156,7 @@ def lam_from_alpha_sigma(alpha, sigma):
     >>> round(float(lam_from_alpha_sigma(0.6, 0.8)), 6)   # log(0.36 / 0.64)
     -0.575364
     """
-    return 2.0 * np.log(np.asarray(alpha, dtype=np.float64)) - 2.0 * np.log(np.asarray(sigma, dtype=np.float64))
+    return 2.0 * np.log(as_float_array(alpha, "alpha")) - 2.0 * np.log(as_float_array(sigma, "sigma"))
 
 
 def edm_sigma(lam):
@@ -181,7 +181,7 @@ def edm_sigma(lam):
     >>> round(float(edm_sigma(2.0)), 6)   # e^{-1}
     0.367879
     """
-    return np.exp(-0.5 * np.asarray(lam, dtype=np.float64))
+    return np.exp(-0.5 * as_float_array(lam, "lam"))
 
 
 def lam_from_edm_sigma(sigma):
@@ -206,7 +206,7 @@ def lam_from_edm_sigma(sigma):
     >>> round(float(lam_from_edm_sigma(0.5)), 6)   # EDM's sigma_data = 0.5 sits at lambda = 2 log 2
     1.386294
     """
-    return -2.0 * np.log(np.asarray(sigma, dtype=np.float64))
+    return -2.0 * np.log(as_float_array(sigma, "sigma"))
 
 
 # --- the coordinate maps ----------------------------------------------------------
@@ -259,7 +259,7 @@ def _cos_from_lam(lam):
     #  λ >= 0 (t small): solve sin(d) sin(d + 2θ0) = c, c = sigmoid(-λ) cos²θ0, for
     #    d = θ - θ0 through x = tan d: x² (cos 2θ0 - c) + x sin 2θ0 - c = 0 (stable root);
     #  λ < 0 (t near 1): with e = π/2 - θ, cos θ = sin e, so sin e = cos θ0 sqrt(sigmoid(λ)).
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
     hi = lam >= 0
     c = np.exp(-np.logaddexp(0.0, np.where(hi, lam, 0.0))) * math.cos(_COS_THETA0) ** 2
     s2, c2 = math.sin(2 * _COS_THETA0), math.cos(2 * _COS_THETA0)
@@ -351,7 +351,7 @@ class Coordinate:
         ndarray of float64
             :math:`\lambda(u)`, the shape of ``u``.
         """
-        u = np.asarray(u, dtype=np.float64)
+        u = as_float_array(u, "u")
         self._check_domain(u)
         return self._to_lam(u)
 
@@ -368,7 +368,7 @@ class Coordinate:
         ndarray of float64
             :math:`u(\lambda)`, the shape of ``lam``.
         """
-        lam = np.asarray(lam, dtype=np.float64)
+        lam = as_float_array(lam, "lam")
         if np.any(np.isnan(lam)):
             raise ValueError(f"lam must not be NaN (coordinate {self.name!r})")
         return self._from_lam(lam)
@@ -386,7 +386,7 @@ class Coordinate:
         ndarray of float64
             :math:`d\lambda/du`: positive when ``increasing``, negative otherwise.
         """
-        u = np.asarray(u, dtype=np.float64)
+        u = as_float_array(u, "u")
         self._check_domain(u)
         return self._dlam_du(u)
 
@@ -616,7 +616,7 @@ def transport_pdf_to_lam(pdf_u, lam, coordinate: str | Coordinate):
     0.3989422804
     """
     c = get_coordinate(coordinate)
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
     return pdf_u(c.from_lam(lam)) * np.abs(c.du_dlam(lam))
 
 
@@ -653,5 +653,5 @@ def transport_pdf_from_lam(pdf_lam, u, coordinate: str | Coordinate):
     0.797885
     """
     c = get_coordinate(coordinate)
-    u = np.asarray(u, dtype=np.float64)
+    u = as_float_array(u, "u")
     return pdf_lam(c.to_lam(u)) * np.abs(c.dlam_du(u))

@@ -35,8 +35,8 @@ def half_snr_times(lam, values) -> np.ndarray:
     ndarray
         :math:`\tfrac12 e^\lambda v` (exactly 0 where ``v == 0``).
     """
-    lam = np.asarray(lam, dtype=np.float64)
-    v = np.asarray(values, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
+    v = as_float_array(values, "values")
     with np.errstate(divide="ignore"):
         out = np.sign(v) * np.exp(lam - np.log(2.0) + np.log(np.abs(v)))
     return np.where(v == 0, 0.0, out)
@@ -63,7 +63,7 @@ def rate_jacobian(lam, coordinate="lambda"):
     ----------
     docs/THEORY.md section 1 (densities and rates between coordinates).
     """
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
     coord = get_coordinate(coordinate)
     if coord.name == "lambda":
         return np.ones_like(lam), coord.name

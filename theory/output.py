@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["atomic_write", "to_jsonable", "from_json_float", "dumps_json", "write_json", "write_text", "write_figure"]
+__all__ = ["atomic_write", "output_kind", "to_jsonable", "from_json_float", "dumps_json", "write_json", "write_text", "write_figure"]
 
 
 def atomic_write(path, write) -> Path:
@@ -29,6 +29,13 @@ def atomic_write(path, write) -> Path:
     The finished file gets mode 0666 less the umask (not ``mkstemp``'s 0600), and
     temporaries of earlier writes of the same file whose process has died are
     removed first.
+
+    Only a regular file (or a path that does not exist yet) is replaced.  A character device
+    or a FIFO (``/dev/stdout``, ``/dev/null``, a named pipe; a symbolic link to one counts) is
+    written straight, never replaced, and so is a path naming an open descriptor
+    (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) whatever it points to; anything else
+    that is not a regular file (a folder, a block device, a socket) is refused with
+    ``ValueError``.
 
     Parameters
     ----------
@@ -51,9 +58,11 @@ def atomic_write(path, write) -> Path:
     note.txt hello ['note.txt']
     """
     path = Path(path)
+    if output_kind(path) == "stream":
+        return _write_straight(path, write)
     directory = path.parent if str(path.parent) else Path(".")
     _remove_stale_temporaries(directory, path.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}{_TMP_MARK}{os.getpid()}-", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f"{_temp_prefix(path.name)}{os.getpid()}-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -73,6 +82,74 @@ def atomic_write(path, write) -> Path:
 
 #: Marker in the names of atomic_write's temporary files: ``.NAME.noisealloc-PID-XXXXXXXX.tmp``.
 _TMP_MARK = ".noisealloc-"
+#: Longest NAME (in bytes) kept whole in a temporary's name; a longer one is cut and given a hash, so
+#: that any name the file system takes (255 bytes on most) still has a temporary name it takes.
+_TMP_NAME_BYTES = 160
+#: Paths that name an open file descriptor of this process: written straight, whatever they point to.
+_DESCRIPTOR_PATHS = ("/dev/stdout", "/dev/stderr")
+_DESCRIPTOR_DIRS = ("/dev/fd", "/proc/self/fd")
+
+
+def output_kind(path) -> str:
+    """How :func:`atomic_write` treats ``path``: ``'new'``, ``'file'`` (replaced atomically) or ``'stream'``.
+
+    Parameters
+    ----------
+    path : str or path-like
+
+    Returns
+    -------
+    str
+        ``'new'`` when nothing is there, ``'file'`` for a regular file, ``'stream'`` for a character
+        device, a FIFO or a path naming an open descriptor (written straight, never replaced).
+
+    Raises
+    ------
+    ValueError
+        When ``path`` is something else that is not a regular file: a folder, a block device, a socket.
+    """
+    import stat
+
+    text = os.fspath(path)
+    parent = os.path.dirname(text)
+    if text in _DESCRIPTOR_PATHS or (os.path.abspath(parent) in _DESCRIPTOR_DIRS and os.path.basename(text).isdigit()):
+        return "stream"
+    try:
+        mode = os.stat(text).st_mode
+    except FileNotFoundError:
+        return "new"  # a dangling symbolic link is replaced, as before
+    except OSError:
+        return "new"  # unreadable: the write itself reports it, naming the file
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return "stream"
+    what = ("a folder" if stat.S_ISDIR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    raise ValueError(f"{text!r} is {what}; only a regular file, a character device or a FIFO can be written")
+
+
+def _write_straight(path: Path, write) -> Path:
+    """Write into a character device or FIFO the caller named (no temporary, nothing replaced)."""
+    try:
+        with open(path, "wb") as fh:
+            write(fh)
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    return path
+
+
+def _temp_prefix(name: str) -> str:
+    """``.NAME.noisealloc-`` with NAME cut (plus a hash of the whole) when it is long."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) > _TMP_NAME_BYTES:
+        import hashlib
+
+        digest = hashlib.sha1(raw).hexdigest()[:12]
+        name = raw[:_TMP_NAME_BYTES - 13].decode("utf-8", "ignore") + "~" + digest
+    return f".{name}{_TMP_MARK}"
 
 
 def _umask() -> int:
@@ -88,7 +165,7 @@ def _remove_stale_temporaries(directory: Path, name: str) -> None:
     A SIGKILL leaves no chance to clean up; the next write of the same file does it instead.  Only
     files of the toolkit's own pattern, whose PID is not a running process, are touched.
     """
-    prefix = f".{name}{_TMP_MARK}"
+    prefix = _temp_prefix(name)
     try:
         entries = os.listdir(directory)
     except OSError:

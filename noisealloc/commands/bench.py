@@ -145,6 +145,10 @@ def _sizes(text, option: str) -> list:
         sizes = []
     if not sizes or min(sizes) < 2:
         raise ValueError(f"{option} must be comma-separated integers >= 2; got {text!r}")
+    from noisealloc.theory.request_limits import MAX_POINTS
+
+    if max(sizes) > MAX_POINTS:
+        raise ValueError(f"{option}: grid size {max(sizes)} is above the limit {MAX_POINTS}; ask for smaller sizes")
     return sizes
 
 

@@ -77,7 +77,21 @@ def _sensitivity_curve(result, lam_fine):
 
 
 def run(args) -> int:
+    import math
+
     _check_size(args)  # before the solver's imports: a refused request answers at once
+    # every value before the work (a NaN --tol was refused by the solver after minutes of set-up)
+    if not (math.isfinite(args.tol) and args.tol > 0):
+        raise ValueError(f"--tol must be a positive finite number; got {args.tol!r}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0; got {args.seed}")
+    if str(args.model).startswith("spline:"):  # J basis functions: a size, limited like --levels
+        from noisealloc.theory.request_limits import MAX_OPTIMIZE_LEVELS, check_size
+
+        j_text = str(args.model).split(":", 1)[1]
+        if j_text.strip().lstrip("+").isdigit() and int(j_text) >= 1:  # J < 1: the library says so
+            check_size("--model spline:J (basis functions J)", int(j_text), MAX_OPTIMIZE_LEVELS,
+                       allow_large=getattr(args, "allow_large", False))
     from noisealloc import __version__
     from noisealloc.theory.output import write_json
     from noisealloc.solvers import optimize_allocation

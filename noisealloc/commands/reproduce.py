@@ -59,14 +59,16 @@ def run(args) -> int:
             raise ValueError(f"--only: unknown figures {bad}; allowed: {', '.join(FIGURES)}")
         if not names:
             raise ValueError(f"--only {args.only!r} names no figure; allowed: {', '.join(FIGURES)}")
+    mnist = C.resolve_mnist(args.mnist)
+    if mnist is not None:
+        from noisealloc.theory.models.datasets import check_mnist_dir
+
+        check_mnist_dir(mnist)  # a bad --mnist is refused before any figure, not "Skipped" in REPORT.md
     if "fig6_training" in names:  # its training cells need the [train] and [sweep] extras: say so before any work
         from noisealloc.theory._optional import require_all
 
         require_all(("distributed", "jax", "optax"), "noisealloc reproduce (figure 6's training cells; "
                     "--only FIGURES skips them)")
-    mnist = C.resolve_mnist(args.mnist)
-    if mnist is not None and not Path(mnist).is_dir():
-        raise FileNotFoundError(f"MNIST directory not found: {mnist}")
     out = Path(args.out)
     code = P.code_hash()
     probe = P.make_request(names[0], quick=args.quick, seed=args.seed, mnist=mnist, code=code)

@@ -44,7 +44,7 @@ def add_arguments(parser) -> None:
                              "against the available memory)")
     parser.add_argument("--samples", type=int, default=None,
                         help="Monte-Carlo samples per level where needed (default 4096; 1024 for --law smoothed)")
-    parser.add_argument("--law", choices=("auto", "empirical", "smoothed"), default="auto",
+    parser.add_argument("--law", choices=("auto", "empirical", "smoothed"), default=None,
                         help="law of --from-data: 'empirical' (the sample as a Dirac mixture: the h of a model that "
                              "memorises it), 'smoothed' (manifold-smoothed sample: a population h that plateaus at "
                              "d/2), or 'auto' (smoothed for images such as digits and mnist, empirical for data that "
@@ -126,14 +126,14 @@ def _profile_from_data(args):
     hi = 12.0 if args.lam_max is None else args.lam_max
     lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
     model = load_data(args.from_data)
-    choice = resolve_law(model, args.law)  # before the work: a refused --law costs nothing
+    choice = resolve_law(model, args.law or "auto")  # before the work: a refused --law costs nothing
     if choice.law == "smoothed":
         print(f"law: smoothed ({choice.reason}): {model.atoms.shape[0]} components; estimating the intrinsic "
               "dimension and h", file=sys.stderr, flush=True)
     else:
         print(f"law: {choice.law} ({choice.reason})", file=sys.stderr, flush=True)
     lam = np.linspace(lo, hi, args.levels)
-    ds = schedule_from_data(model, lam, law=args.law, rule=args.rule, coordinate=args.coordinate, floor=args.floor,
+    ds = schedule_from_data(model, lam, law=args.law or "auto", rule=args.rule, coordinate=args.coordinate, floor=args.floor,
                             n_samples=args.samples, rng=args.seed)
     res = ds.result
     extra = {}
@@ -216,6 +216,8 @@ def _load_any(path):
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
+    except RecursionError:
+        raise ValueError(f"--compare {path}: JSON nested too deeply to read") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"--compare {path}: not a JSON file ({exc})") from None
     if not isinstance(doc, dict):
@@ -359,8 +361,18 @@ def run(args) -> int:
     from noisealloc import __version__
     from noisealloc.theory.schedules.io import save_json
 
+    import math
+
     if args.levels < 3:  # one rule for both sources: a profile needs 3 levels to have a shape
         raise ValueError(f"--levels must be >= 3; got {args.levels}")
+    # every value is checked before the work (--floor nan used to be refused after 21 s of it)
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0; got {args.seed}")
+    if not (math.isfinite(args.floor) and 0.0 <= args.floor < 1.0):
+        raise ValueError(f"--floor must lie in [0, 1); got {args.floor!r}")
+    if args.from_losses is not None and args.law is not None:
+        raise ValueError(f"--law {args.law} applies to --from-data only (the law of --from-losses is the measured "
+                         "losses); drop --law")
     _check_size(args)
     # read before computing, so that a bad file is refused before any work or output
     _check_process(args)

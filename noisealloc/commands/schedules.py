@@ -66,9 +66,15 @@ def plot_schedules(schedules: dict, path, coordinate) -> None:
     ax.set_title(rf"Built-in training noise schedules in {coord.name}, truncated to $\lambda \in [{lam_lo:g}, {lam_hi:g}]$")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+    import os
+
+    from noisealloc.cli import FIGURE_FORMATS
     from noisealloc.theory.output import atomic_write
 
-    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=130))
+    fmt = os.path.splitext(path)[1].lstrip(".").lower()  # the suffix's format, as every other plot
+    if fmt not in FIGURE_FORMATS:
+        fmt = "png"  # no suffix, or a device or FIFO named without one
+    atomic_write(path, lambda fh: fig.savefig(fh, format=fmt, dpi=130))
     plt.close(fig)
 
 

@@ -323,3 +323,110 @@ def test_ctrl_c_to_a_running_sweep_is_one_line(tmp_path):
     assert proc.returncode == 130, err
     assert lines == ["noisealloc sweep: interrupted"], err
     assert "Traceback" not in err and any((tmp_path / "out" / "cells").iterdir())
+
+
+# ----------------------------------------------------------------------------- issue 28 item 1: devices and FIFOs
+#: One cheap run of every command that writes a file, with the output option last but one.
+WRITERS = {
+    "schedules": ["schedules", "--points", "9"],
+    "entropy": ["entropy", "--data", "dirac:K=3,D=1", "--levels", "9", "--samples", "16", "--quiet"],
+    "optimize": ["optimize", "--data", "dirac:K=2,D=1,sep=2,seed=0", "--model", "posterior-weights", "--levels", "5"],
+    "schedule": ["schedule", "--from-data", "dirac:K=2,D=1,sep=2,seed=0", "--levels", "5", "--samples", "16"],
+}
+
+
+def _char_node(path, major, minor):
+    import os
+    import stat
+
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except PermissionError:
+        pytest.skip("mknod of a character device needs CAP_MKNOD")
+    return path
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+@pytest.mark.parametrize("option", ["--out", "--plot"])
+def test_output_to_a_character_device_writes_it_and_keeps_it(tmp_path, capsys, command, option):
+    import os
+    import stat
+
+    null = _char_node(tmp_path / "null", 1, 3)  # a copy of /dev/null
+    argv = WRITERS[command] + [option, str(null)]
+    if option == "--plot" and command in ("schedule", "entropy"):  # --out is required there
+        argv += ["--out", str(tmp_path / "s.json")]
+    assert main(argv) in (0, 1), capsys.readouterr().err
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_output_to_a_full_device_is_one_line_and_keeps_it(tmp_path, capsys):
+    import os
+    import stat
+
+    full = _char_node(tmp_path / "full", 1, 7)  # a copy of /dev/full: every write fails with ENOSPC
+    assert main(WRITERS["schedules"] + ["--out", str(full)]) == 2
+    _one_line_error(capsys, "No space left on device", str(full))
+    assert stat.S_ISCHR(os.stat(full).st_mode) and [p.name for p in tmp_path.iterdir()] == ["full"]
+
+
+def test_output_to_a_fifo_is_written_into_the_pipe(tmp_path, capsys):
+    import json
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    assert main(WRITERS["schedules"] + ["--out", str(fifo)]) == 0
+    reader.join(30)
+    assert json.loads(got[0])["format"] == "noisealloc.schedules"
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS) + ["verify"])
+def test_output_to_a_socket_is_refused_before_work(tmp_path, capsys, monkeypatch, command):
+    import importlib
+    import socket
+
+    called = []
+    monkeypatch.setattr(importlib.import_module(f"noisealloc.commands.{command}"), "run",
+                        lambda args: called.append(args) or 0)
+    sock_path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        assert main(WRITERS.get(command, ["verify", "--quick"]) + ["--out", str(sock_path)]) == 2
+    _one_line_error(capsys, "--out", "is a socket")
+    assert called == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_compare_from_a_fifo_or_device_is_refused_up_front(tmp_path, capsys, kind):
+    import os
+
+    path = tmp_path / "in.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading would block until a writer comes
+    else:
+        _char_node(path, 1, 5)  # a copy of /dev/zero: reading never ends
+    argv = WRITERS["schedule"] + ["--compare", str(path), "--out", str(tmp_path / "o.json")]
+    assert main(argv) == 2
+    _one_line_error(capsys, "--compare", "not a regular file")
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_output_names_the_file_system_refuses_are_refused_before_work(tmp_path, capsys, monkeypatch):
+    import noisealloc.commands.schedules as cmd
+
+    called = []
+    monkeypatch.setattr(cmd, "run", lambda args: called.append(args) or 0)
+    assert main(["schedules", "--out", str(tmp_path / ("n" * 300 + ".json"))]) == 2
+    line = _one_line_error(capsys, "--out", "305 bytes", "255")
+    assert ".noisealloc-" not in line
+    assert main(["schedules", "--out", "/proc/x.json"]) == 2
+    _one_line_error(capsys, "--out", "/proc")
+    assert called == []

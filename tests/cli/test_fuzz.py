@@ -146,7 +146,11 @@ def bad_specs():
     unknown_key = st.builds(lambda fam, key: f"{fam}:{key}=1", st.sampled_from(["dirac", "gaussian", "circle", "digits"]),
                             st.text(alphabet="xyzq", min_size=2, max_size=6))
     missing = st.sampled_from(["npz:", "npz:absent.npz", "mnist:absent_dir", ""])
-    return st.one_of(unknown_family, dirac_count, dirac_sep, dirac_seed, circle_r, gaussian_k, unknown_key, missing)
+    # issue 28: beyond the float range or the memory (an OverflowError, a MemoryError naming no knob)
+    extreme = st.sampled_from(["circle:r=1e300", "circle:r=1e-300", "dirac:K=1000000000000", "circle:D=100000000",
+                               "gaussian:D=100000000,k=50"])
+    return st.one_of(unknown_family, dirac_count, dirac_sep, dirac_seed, circle_r, gaussian_k, unknown_key, missing,
+                     extreme)
 
 
 def _valid_npz_bytes(**arrays) -> bytes:
@@ -186,7 +190,8 @@ def bad_intervals():
 
 def bad_out_paths():
     """(argument value, files) of an output file path that cannot be written."""
-    return st.sampled_from([("", {}), ("nodir/x.json", {}), ("adir", {"adir": None}), (".", {})])
+    return st.sampled_from([("", {}), ("nodir/x.json", {}), ("adir", {"adir": None}), (".", {}),
+                            ("/proc/x.json", {}), ("n" * 300 + ".json", {})])
 
 
 def _toml_value(v) -> str:
@@ -316,7 +321,9 @@ def _schedule():
     spec = bad_specs().map(lambda s: (base + ["--from-data", s, "--out", "o.json"], {}, {}))
     losses = bad_loss_csvs().map(lambda b: (base + ["--from-losses", "l.csv", "--out", "o.json"], {"l.csv": b}, {}))
     compare_docs = st.one_of(st.sampled_from([b"[1, 2]", b"{}", b'{"format": "noisealloc.schedule"}', b"null",
-                                              b'{"format": "noisealloc.schedules", "version": 1, "schedules": 3}']),
+                                              b'{"format": "noisealloc.schedules", "version": 1, "schedules": 3}',
+                                              b"[" * 100_000 + b"]" * 100_000, b"{" * 50_000,
+                                              b'{"format": "noisealloc.schedule", "version": true}']),
                              st.binary(max_size=40).filter(lambda b: not b.strip().startswith(b"{")))
     compare = compare_docs.map(lambda b: (base + ["--from-data", GOOD_SPEC, "--compare", "c.json", "--out", "o.json"],
                                           {"c.json": b}, {}))
@@ -488,6 +495,7 @@ class Tally:
     silent_wrong: int = 0
     other: int = 0
     examples: list = field(default_factory=list)
+    exit3: int = 0
 
 
 @pytest.mark.slow
@@ -503,7 +511,35 @@ def test_fuzz_counts_slow_tier(capsys):
             continue
         t = tallies.setdefault(f"loader {loader}", Tally())
         _loader_probe(many, strategy, fn, t)()
+    _listed_probe(tallies)
     _print_and_check(tallies, capsys)
+
+
+def _listed_probe(tallies) -> None:
+    """The fixed cases of issue 28 (before the work, the listed cases, the messages), counted alike."""
+    t = tallies.setdefault("issue 28 listed cases", Tally())
+    cases = []
+    for command, (base, bads) in BEFORE_THE_WORK.items():
+        for bad in bads:
+            files = {"l.csv": _CSV}
+            argv = base + bad
+            if bad[0].startswith("cell:"):
+                files["s.toml"] = (_SWEEP_HEAD + bad[0][5:] + "\n").encode()
+                argv = base
+            cases.append((command.split()[0], argv, files))
+    cases += [(argv[0], argv, files) for argv, files, status, _ in LISTED_CASES.values() if status == 2]
+    cases += [(argv[0], argv, files) for argv, files, _, _ in MESSAGE_CASES.values()]
+    for command, argv, files in cases:
+        o = run_cli(argv, files)
+        t.tried += 1
+        t.tracebacks += o.traceback
+        t.exit3 += o.code == EXIT_INTERNAL
+        t.silent_wrong += o.silent_wrong
+        problems = o.problems(command)
+        if problems and not (o.traceback or o.silent_wrong):
+            t.other += 1
+        if problems and len(t.examples) < 3:
+            t.examples.append((argv, problems))
 
 
 # @given refuses functions with default arguments, so each probe is built by a factory that closes
@@ -516,6 +552,7 @@ def _command_probe(many, strategy, command, t):
         o = run_cli(argv, files, env)
         t.tried += 1
         t.tracebacks += o.traceback
+        t.exit3 += o.code == EXIT_INTERNAL
         t.silent_wrong += o.silent_wrong
         problems = o.problems(command)
         if problems and not (o.traceback or o.silent_wrong):
@@ -544,14 +581,185 @@ def _loader_probe(many, strategy, fn, t):
 
 def _print_and_check(tallies, capsys):
     with capsys.disabled():
-        print(f"\n{'fuzz target':<30} {'tried':>6} {'tracebacks':>11} {'silent wrong':>13} {'other':>6}")
+        print(f"\n{'fuzz target':<30} {'tried':>6} {'tracebacks':>11} {'silent wrong':>13} {'exit 3':>7} {'other':>6}")
         for name, t in tallies.items():
-            print(f"{name:<30} {t.tried:>6} {t.tracebacks:>11} {t.silent_wrong:>13} {t.other:>6}")
+            print(f"{name:<30} {t.tried:>6} {t.tracebacks:>11} {t.silent_wrong:>13} {t.exit3:>7} {t.other:>6}")
             for ex in t.examples:
                 print(f"    e.g. {ex}")
         total = Tally(*(sum(getattr(t, k) for t in tallies.values()) for k in ("tried", "tracebacks", "silent_wrong",
-                                                                                "other")))
-        print(f"{'total':<30} {total.tried:>6} {total.tracebacks:>11} {total.silent_wrong:>13} {total.other:>6}")
+                                                                                "other")),
+                      exit3=sum(t.exit3 for t in tallies.values()))
+        print(f"{'total':<30} {total.tried:>6} {total.tracebacks:>11} {total.silent_wrong:>13} {total.exit3:>7} "
+              f"{total.other:>6}")
     assert all(t.tried > 0 for t in tallies.values())
-    assert total.tracebacks == 0 and total.silent_wrong == 0 and total.other == 0, {
+    assert total.tracebacks == 0 and total.silent_wrong == 0 and total.exit3 == 0 and total.other == 0, {
         k: t.examples for k, t in tallies.items() if t.examples}
+
+
+# ----------------------------------------------------------------------------- issue 28 item 5: before the work
+_LONG_NAME = "n" * 300 + ".json"
+_CSV = b"lam,loss_eps\n" + b"".join(f"{x},{1 / (1 + math.exp(x))!r}\n".encode() for x in range(-8, 9))
+_SWEEP_HEAD = '[sweep]\nname = "s"\nkind = "coupling"\n[fixed]\nJ = 4\n'
+#: command -> (an argv whose run takes many seconds, [bad options]); each bad option must be refused
+#: with exit 2 in well under the run's time, with nothing written.
+BEFORE_THE_WORK = {
+    "schedule": (["schedule", "--from-data", "digits", "--out", "o.json"],
+                 [["--floor", "nan"], ["--floor", "1"], ["--floor=-0.1"], ["--seed=-1"], ["--levels", "2"],
+                  ["--samples", "1"], ["--lam-min", "nan"], ["--lam-min", "5", "--lam-max", "1"],
+                  ["--plot", "x.xyz"], ["--out", "/proc/x.json"], ["--out", _LONG_NAME],
+                  ["--compare", "missing.json"], ["--law", "bogus"]]),
+    "schedule --from-losses": (["schedule", "--from-losses", "l.csv", "--out", "o.json"],
+                               [["--law", "smoothed"], ["--seed=-1"], ["--floor", "nan"], ["--plot", "p.xyz"]]),
+    "entropy": (["entropy", "--data", "digits", "--levels", "65", "--out", "o.json", "--quiet"],
+                [["--seed=-1"], ["--levels", "2"], ["--samples", "1"], ["--lam-min", "inf"], ["--plot", "x.xyz"],
+                 ["--coordinate", "zeta"], ["--out", _LONG_NAME], ["--lam-min", "3", "--lam-max", "1"],
+                 ["--out", "/proc/x.json"]]),
+    "optimize": (["optimize", "--data", "dirac:K=50,D=3", "--model", "posterior-weights", "--levels", "400"],
+                 [["--tol", "nan"], ["--tol", "0"], ["--features", "0"], ["--seed=-1"], ["--levels", "2"],
+                  ["--plot", "x.xyz"], ["--model", "nosuch"], ["--lam-min", "nan"], ["--criterion", "Q"]]),
+    "schedules": (["schedules", "--points", "2000000"],
+                  [["--points", "1"], ["--lam-min", "nan"], ["--plot", "x.xyz"], ["--out", _LONG_NAME]]),
+    "verify": (["verify", "--quick"], [["--seed=-1"], ["--out", "/proc/x.json"], ["--out", _LONG_NAME]]),
+    "reproduce": (["reproduce", "--quick", "--out", "r"],
+                  [["--seed=-1"], ["--only", "nosuch"], ["--mnist", "bad"], ["--out", "/proc/x"]]),
+    "bench": (["bench", "posterior", "--atoms", "2000"],
+              [["--levels", "2"], ["--samples", "1"], ["--repeat", "0"], ["--atoms", "1"], ["--mnist", "bad"]]),
+    "sweep": (["sweep", "s.toml", "--no-progress"],
+              [[f"cell:{body}"] for body in ('data = "dirac:K=0"', 'data = "dirac:K=2"\ncriterion = "Q"',
+                                              'data = "dirac:K=2"\nseed = -1', 'data = "dirac:K=2"\nlevels = 100000000000',
+                                              'data = "dirac:K=2"\nlam_min = 5.0\nlam_max = 1.0',
+                                              'data = "dirac:K=1000000000000"')]),
+}
+#: A refusal must come this fast (the issue: 'every bad option exits 2 in under 2 s').
+REFUSED_WITHIN_SECONDS = 2.0
+
+
+@pytest.mark.parametrize("command, bad", [(c, b) for c, (_, bads) in BEFORE_THE_WORK.items() for b in bads],
+                         ids=lambda v: v if isinstance(v, str) else " ".join(v)[:40])
+def test_every_bad_option_is_refused_before_the_work(command, bad):
+    import time
+
+    base, _ = BEFORE_THE_WORK[command]
+    files = {"l.csv": _CSV}
+    argv = base + bad
+    if bad[0].startswith("cell:"):
+        files["s.toml"] = (_SWEEP_HEAD + bad[0][5:] + "\n").encode()
+        argv = base
+    t0 = time.monotonic()
+    outcome = run_cli(argv, files)
+    seconds = time.monotonic() - t0
+    name = command.split()[0]
+    assert outcome.code == 2 and not outcome.problems(name), (argv, outcome.code, outcome.problems(name))
+    assert seconds < REFUSED_WITHIN_SECONDS, (argv, f"refused after {seconds:.1f} s")
+
+
+# ----------------------------------------------------------------------------- issue 28 items 3 and 4: listed cases
+def _deep_json(depth: int = 100_000) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+_GZ_GARBAGE = {"m/t10k-images-idx3-ubyte.gz": b"not gzip", "m/t10k-labels-idx1-ubyte.gz": b"not gzip"}
+_VERSION_TRUE = json.dumps({"format": "noisealloc.schedule", "version": True, "name": "x", "coordinate": "lambda",
+                            "interval": [0.0, 2.0], "knots": [0.0, 1.0, 2.0], "pdf": [0.0, 1.0, 0.0],
+                            "cdf": [0.0, 0.5, 1.0]}).encode()
+_HUGE_LOSSES = b"lam,loss_eps\n" + b"".join(f"{x},1e308\n".encode() for x in range(-8, 9, 2))
+_SMALL = ["--levels", "5", "--samples", "16"]
+#: (argv, files, expected status, a phrase of the one stderr line): each once an internal error (exit 3)
+#: or a silent wrong (exit 0) of issue 28.
+LISTED_CASES = {
+    "dirac sep=1e-300 (ZeroDivisionError)": (["entropy", "--data", "dirac:K=2,sep=1e-300", "--levels", "9",
+                                               "--out", "o.json", "--quiet"], {}, 1, ""),
+    "circle r=1e300 (OverflowError)": (["entropy", "--data", "circle:r=1e300", "--levels", "9", "--out", "o.json"],
+                                       {}, 2, "radius must lie in"),
+    "compare a 100k-deep JSON (RecursionError)": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--compare", "d.json"],
+                                                  {"d.json": _deep_json()}, 2, "nested too deeply"),
+    "compare with version true": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--compare", "v.json"],
+                                  {"v.json": _VERSION_TRUE}, 2, "version must be 1"),
+    "reproduce --mnist of garbage files": (["reproduce", "--full", "--only", "fig1_entropy", "--mnist", "m",
+                                            "--out", "r"], _GZ_GARBAGE, 2, "MNIST file"),
+    "reproduce --mnist of a missing folder": (["reproduce", "--full", "--mnist", "nowhere", "--out", "r"], {}, 2,
+                                              "MNIST directory not found"),
+    "schedule --seed -1": (["schedule", "--from-data", GOOD_SPEC, *_SMALL, "--seed=-1"], {}, 2, "--seed must be >= 0"),
+    "--law with --from-losses": (["schedule", "--from-losses", "l.csv", "--law", "empirical", "--levels", "5"],
+                                 {"l.csv": _CSV}, 2, "--law empirical applies to --from-data only"),
+    "--from-losses near 1e308": (["schedule", "--from-losses", "l.csv", "--levels", "5", "--out", "o.json"],
+                                 {"l.csv": _HUGE_LOSSES}, 2, "beyond the float64 range"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LISTED_CASES))
+def test_listed_cases_of_issue_28(case):
+    argv, files, status, phrase = LISTED_CASES[case]
+    outcome = run_cli(argv, files)
+    lines = [ln for ln in outcome.err.splitlines() if ln.strip()]
+    assert outcome.code == status, (argv, outcome.code, outcome.err)
+    assert not outcome.traceback and "Warning" not in outcome.err, outcome.err
+    assert phrase in outcome.err, (phrase, outcome.err)
+    if status == 2:
+        assert len(lines) == 1 and outcome.new_files == [], (lines, outcome.new_files)
+
+
+def test_atoms_closer_than_the_float_range_give_the_right_answer(tmp_path):
+    """dirac:K=2,sep=1e-300: the atoms cannot be told apart at any level of the interval, so H(lam) = log 2
+    throughout, int h = 0, and the budget check FAILS (exit 1): the right answer, not a ZeroDivisionError."""
+    out = tmp_path / "o.json"
+    assert main(["entropy", "--data", "dirac:K=2,sep=1e-300", "--levels", "9", "--out", str(out), "--quiet"]) == 1
+    doc = json.loads(out.read_text())
+    np.testing.assert_allclose(doc["conditional_entropy"], math.log(2), rtol=1e-12)
+    assert not doc["meta"]["budget"]["holds"]
+
+
+# ----------------------------------------------------------------------------- issue 28 item 6: messages that help
+def _npy_bytes() -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ones(3))
+    return buf.getvalue()
+
+
+#: (argv, files, phrases the one stderr line must hold, phrases it must not hold)
+MESSAGE_CASES = {
+    "text file as npz": (["entropy", "--data", "npz:t.npz", "--out", "o.json"], {"t.npz": b"hello\n"},
+                         ["t.npz", "not an .npz file"], ["allow_pickle"]),
+    "npy file as npz": (["entropy", "--data", "npz:a.npy", "--out", "o.json"], {"a.npy": _npy_bytes()},
+                        ["a.npy", ".npy file"], ["attribute"]),
+    "dirac K too large": (["entropy", "--data", "dirac:K=1000000000000", "--out", "o.json"], {},
+                          ["K = 1000000000000", "smaller K"], ["levels, points or samples"]),
+    "circle D too large": (["entropy", "--data", "circle:D=100000000", "--out", "o.json"], {},
+                           ["D = 100000000", "smaller D"], ["levels, points or samples"]),
+    "spline J too large": (["optimize", "--data", GOOD_SPEC, "--model", "spline:1000000000", "--levels", "5"], {},
+                           ["spline:J", "1000000000"], ["levels, points or samples"]),
+    "bench --sizes too large": (["bench", "solver", "--sizes", "1000000000000"], {}, ["--sizes", "limit"],
+                                ["levels, points or samples"]),
+    "saturated coordinate": (["schedules", "--lam-min=-1e4", "--lam-max=1e4", "--coordinate", "t"], {},
+                             ["saturates", "narrower"], []),
+    "negative exponent as a value": (["entropy", "--data", GOOD_SPEC, "--lam-min", "-1e4", "--lam-max", "-2e4",
+                                      "--out", "o.json"], {}, ["lo < hi"], ["expected one argument"]),
+    "argparse error is one line": (["schedules", "--bogus"], {}, ["error:", "--bogus", "--help"], ["usage:"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MESSAGE_CASES))
+def test_messages_name_the_knob(case):
+    argv, files, wanted, unwanted = MESSAGE_CASES[case]
+    outcome = run_cli(argv, files)
+    lines = [ln for ln in outcome.err.splitlines() if ln.strip()]
+    assert outcome.code == 2 and len(lines) == 1 and not outcome.new_files, (argv, outcome)
+    for phrase in wanted:
+        assert phrase in lines[0], (phrase, lines[0])
+    for phrase in unwanted:
+        assert phrase not in lines[0], (phrase, lines[0])
+
+
+def test_warnings_do_not_precede_the_error_line(monkeypatch):
+    """A RuntimeWarning raised before a refusal is not printed: the error is the one line."""
+    import warnings
+
+    import noisealloc.commands.schedules as cmd
+
+    def warns_then_fails(args):
+        warnings.warn("overflow encountered in multiply", RuntimeWarning)
+        raise ValueError("bad")
+
+    monkeypatch.setattr(cmd, "run", warns_then_fails)
+    outcome = run_cli(["schedules"])
+    assert outcome.code == 2 and outcome.err.strip() == "noisealloc schedules: error: bad", outcome.err

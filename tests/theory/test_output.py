@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 
@@ -63,3 +64,72 @@ def test_sigkill_leftover_is_cleaned_by_the_next_write(tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(["big.json", live.name, other.name]), names
     assert target.read_bytes() == b"done"
+
+
+# ----------------------------------------------------------------------------- never replace what is not ours
+def _mknod_char(path, major, minor):
+    """A character device node at ``path`` (a copy of /dev/null or /dev/full); skips without the right."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except PermissionError:
+        pytest.skip("mknod of a character device needs CAP_MKNOD")
+    return path
+
+
+def test_character_device_is_written_straight_not_replaced(tmp_path):
+    null = _mknod_char(tmp_path / "null", 1, 3)
+    atomic_write(null, lambda fh: fh.write(b"{}"))
+    assert stat.S_ISCHR(os.stat(null).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null"]
+
+
+def test_full_device_reports_the_error_and_stays_a_device(tmp_path):
+    full = _mknod_char(tmp_path / "full", 1, 7)
+    with pytest.raises(OSError) as info:
+        atomic_write(full, lambda fh: fh.write(b"x" * 100000))
+    assert info.value.filename == str(full)
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]
+
+
+def test_fifo_is_written_straight_not_replaced(tmp_path):
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    atomic_write(fifo, lambda fh: fh.write(b"hello"))
+    reader.join(10)
+    assert got == [b"hello"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_symlink_to_a_device_writes_the_device(tmp_path):
+    null = _mknod_char(tmp_path / "null", 1, 3)
+    link = tmp_path / "link"
+    link.symlink_to(null)
+    atomic_write(link, lambda fh: fh.write(b"{}"))
+    assert link.is_symlink() and stat.S_ISCHR(os.stat(null).st_mode)
+
+
+def test_socket_and_folder_are_refused(tmp_path):
+    import socket
+
+    sock_path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(sock_path))
+        with pytest.raises(ValueError, match="is a socket"):
+            atomic_write(sock_path, lambda fh: fh.write(b"x"))
+    assert stat.S_ISSOCK(os.stat(sock_path).st_mode)
+    with pytest.raises(ValueError, match="is a folder"):
+        atomic_write(tmp_path, lambda fh: fh.write(b"x"))
+
+
+def test_long_name_gets_a_short_temporary(tmp_path):
+    """A 250-byte name is a valid file name; its temporary must be one too (it was 290 bytes)."""
+    name = "n" * 250
+    out = atomic_write(tmp_path / name, lambda fh: fh.write(b"ok"))
+    assert out.read_bytes() == b"ok" and [p.name for p in tmp_path.iterdir()] == [name]

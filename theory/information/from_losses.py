@@ -106,9 +106,19 @@ def x0_loss_from(loss, lam, parameterisation: str):
     lam = np.asarray(lam, dtype=np.float64)
     if parameterisation == "x0":
         return loss.copy()
-    if parameterisation == "eps":
-        return loss * np.exp(-lam)
-    return loss * np.exp(-np.logaddexp(0.0, lam))
+    with np.errstate(over="ignore", invalid="ignore"):
+        if parameterisation == "eps":
+            out = loss * np.exp(-lam)
+        else:
+            out = loss * np.exp(-np.logaddexp(0.0, lam))
+    overflow = np.isinf(out) & np.isfinite(loss) & np.isfinite(lam)
+    if np.any(overflow):
+        # loss_eps near 1e308 at lam < 0: the x0-loss is beyond float64 (it used to put all mass at an edge)
+        i = int(np.flatnonzero(overflow.reshape(-1))[0])
+        raise ValueError(f"loss_{parameterisation} = {float(np.broadcast_to(loss, out.shape).reshape(-1)[i])!r} at "
+                         f"lam = {float(np.broadcast_to(lam, out.shape).reshape(-1)[i])!r} (entry {i}) converts to an "
+                         "x0-loss beyond the float64 range; losses of a trained model are far smaller")
+    return out
 
 
 @dataclass(frozen=True)

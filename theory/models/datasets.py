@@ -128,6 +128,60 @@ def _mnist_dir(path) -> Path:
     return Path(path).expanduser()
 
 
+def check_mnist_dir(path=None) -> Path:
+    """Check, without loading them, that ``path`` holds the two MNIST test-set files (a few bytes read).
+
+    Each file must be a regular file whose gzip stream starts with the IDX magic number and sizes of
+    :data:`MNIST_FILES` and whose gzip trailer gives the length those sizes imply (a file cut short or
+    of another data set is refused).  A program checks its ``--mnist`` with this before any work.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The directory (default: the environment variable ``NOISEALLOC_MNIST_DIR``).
+
+    Returns
+    -------
+    pathlib.Path
+        The directory.
+
+    Raises
+    ------
+    FileNotFoundError
+        The directory or a file is missing.
+    ValueError
+        A file is not a regular file, not gzip, or not the MNIST IDX file of that name.
+    """
+    import stat
+    import zlib
+
+    directory = _mnist_dir(path)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"MNIST directory not found: {directory}")
+    for name, magic, shape in MNIST_FILES.values():
+        file = directory / name
+        if not file.exists():
+            raise FileNotFoundError(f"MNIST file not found: {file} (the directory must hold {name})")
+        if not stat.S_ISREG(file.stat().st_mode):
+            raise ValueError(f"MNIST file {file} is not a regular file")
+        header_len = 4 + 4 * len(shape)
+        try:
+            with gzip.open(file, "rb") as fh:
+                head = fh.read(header_len)
+            with open(file, "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                size = int.from_bytes(fh.read(4), "little")  # ISIZE: the uncompressed length mod 2**32
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"MNIST file {file} is not a readable gzip file ({type(exc).__name__}: {exc})") from None
+        dims = tuple(int.from_bytes(head[4 + 4 * i: 8 + 4 * i], "big") for i in range(len(shape)))
+        if len(head) < header_len or int.from_bytes(head[:4], "big") != magic or dims != shape:
+            raise ValueError(f"MNIST file {file} is not the IDX file {name} (magic 0x{magic:08x}, sizes {shape})")
+        if size != header_len + int(np.prod(shape)):
+            raise ValueError(f"MNIST file {file} is cut short or damaged (its gzip trailer gives {size} bytes, "
+                             f"expected {header_len + int(np.prod(shape))})")
+    return directory
+
+
 def load_mnist(path=None, *, scale: str = "symmetric") -> tuple[np.ndarray, np.ndarray]:
     """Load the MNIST test set (10,000 images) from its gzip-compressed IDX files.
 
@@ -371,6 +425,16 @@ def _load_npz(spec: str, path: str):
     file = Path(path).expanduser()
     if not file.is_file():
         raise FileNotFoundError(f"data spec {spec!r}: no such file {file}")
+    with open(file, "rb") as fh:
+        magic = fh.read(6)
+    # np.load takes anything: a text file ended in its advice to pass allow_pickle= (unsafe) naming no
+    # file, a .npy in an AttributeError (an array has no .files)
+    if magic == b"\x93NUMPY":
+        raise ValueError(f"data spec {spec!r}: {file} is a .npy file (one array); save the atoms into an .npz "
+                         "with np.savez(path, atoms=...)")
+    if not magic.startswith(b"PK"):
+        raise ValueError(f"data spec {spec!r}: {file} is not an .npz file (a zip archive of arrays written by "
+                         "np.savez)")
     with np.load(file, allow_pickle=False) as z:
         keys = set(z.files)
         for key in sorted(keys):
@@ -430,6 +494,44 @@ def load_images(spec, *, mnist=None) -> tuple[np.ndarray, bool]:
     return images, True
 
 
+def _check_family_size(spec: str, kind: str, opt: dict) -> None:
+    """Refuse a synthetic family too large for the memory before building it, naming its size options
+    (``dirac:K=1000000000`` ended in a MemoryError that said "ask for fewer levels, points or samples")."""
+    from noisealloc.theory.request_limits import check_memory
+
+    if kind == "dirac":
+        # the atoms, a centred copy and the span's SVD: about three K x D float64 arrays
+        check_memory(3 * 8.0 * max(int(opt["K"]), 0) * max(int(opt["D"]), 0),
+                     f"data spec {spec!r} (K = {opt['K']} atoms in D = {opt['D']} dimensions; ask for a smaller K or D)")
+    elif kind == "gaussian":
+        check_memory(3 * 8.0 * max(int(opt["D"]), 0) * max(int(opt["k"]), 1),
+                     f"data spec {spec!r} (D = {opt['D']} dimensions, k = {opt['k']}; ask for a smaller D or k)")
+    elif kind == "circle":
+        check_memory(8.0 * max(int(opt["D"]), 0) ** 2,
+                     f"data spec {spec!r} (D = {opt['D']} dimensions; ask for a smaller D)")
+
+
+def check_spec(spec: str) -> None:
+    """Check a data SPEC without the work of loading large data: the synthetic families are built
+    (milliseconds within the memory check), a file form's path must exist.  For sweep files, whose
+    cells must be refused before a cluster starts.
+
+    Raises
+    ------
+    ValueError, FileNotFoundError
+        As :func:`load_data` would.
+    """
+    parsed = parse_spec(spec)
+    if parsed.kind in ("dirac", "gaussian", "circle"):
+        load_data(spec)
+    elif parsed.kind in ("mnist", "mnist-binarised"):
+        check_mnist_dir(parsed.path)
+    elif parsed.kind == "npz":
+        file = Path(parsed.path).expanduser()
+        if not file.is_file():
+            raise FileNotFoundError(f"data spec {spec!r}: no such file {file}")
+
+
 def load_data(spec: str):
     """Build the data model named by a SPEC string (table in the module docstring).
 
@@ -453,6 +555,7 @@ def load_data(spec: str):
     """
     parsed = parse_spec(spec)
     kind, opt = parsed.kind, parsed.options
+    _check_family_size(spec, kind, opt)
     if kind == "dirac":
         return _model_class(spec, "models.dirac", "DiracMixture")(*dirac_atoms(**opt))
     if kind == "gaussian":

@@ -141,6 +141,10 @@ _BLOCKED_MIN_SIZE = 512
 # The blocked engine takes |lam| <= 700 (its e^lam stays finite); beyond, the reference-atom kernel, which
 # handles sigma^2 = 0 and infinity.
 _BLOCKED_LAM_MAX = 700.0
+#: Atoms arrays larger than this (entries) take their SVD on a helper thread (theory._threads.interruptible;
+#: measured: 64 MNIST images took a second on a busy machine):
+#: a LAPACK call of seconds would otherwise hold off an interrupt until it ends.
+_INTERRUPTIBLE_SIZE = 4096
 
 
 
@@ -333,7 +337,12 @@ class DiracMixture:
         cen = self.atoms - center
         if self.n_atoms == 1:
             return center, np.zeros((0, self.dim)), np.zeros((1, 0))
-        _, s, vt = np.linalg.svd(cen, full_matrices=False)
+        if cen.size > _INTERRUPTIBLE_SIZE:  # seconds for MNIST: an interrupt must not wait for it
+            from noisealloc.theory._threads import interruptible
+
+            _, s, vt = interruptible(np.linalg.svd, cen, full_matrices=False)
+        else:
+            _, s, vt = np.linalg.svd(cen, full_matrices=False)
         scale = max(float(s[0]), float(np.max(np.abs(self.atoms))), 1e-300)
         r = int(np.sum(s > 1e-12 * scale))
         basis = vt[:r]

@@ -189,6 +189,11 @@ def log_i0_minus_quadratic(kappa):
     return out
 
 
+#: Radii of a :class:`Circle`: r^2 (the data's variance scale) must be a normal float64 (r = 1e300 made
+#: r ** 2 overflow inside information(), an internal error; 1e150^2 = 1e300 still leaves room for the
+#: factors it is multiplied by).
+CIRCLE_RADIUS_RANGE = (1e-150, 1e150)
+
 class Circle:
     r"""Uniform law on a circle of radius ``radius`` in a 2-plane of :math:`\mathbb{R}^D`.
 
@@ -234,6 +239,9 @@ class Circle:
             raise TypeError(f"radius must be a real number; got {radius!r}") from exc
         if not (math.isfinite(r) and r > 0):
             raise ValueError(f"radius must be finite and > 0; got {radius!r}")
+        if not CIRCLE_RADIUS_RANGE[0] <= r <= CIRCLE_RADIUS_RANGE[1]:
+            raise ValueError(f"radius must lie in [{CIRCLE_RADIUS_RANGE[0]:g}, {CIRCLE_RADIUS_RANGE[1]:g}] (its square "
+                             f"must be a normal float64); got {radius!r}")
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 2:
             raise ValueError(f"dim must be an integer >= 2; got {dim!r}")
         dim = int(dim)

@@ -72,20 +72,25 @@ def split_rows(K: int, kernel, *args):
     numba's OpenMP layer makes a process that forks after using it abort (process pools fork).
     Returns the number of parts.
     """
+    import threading
+
     from noisealloc.theory._threads import kernel_threads, run_workers
 
     threads = max(1, min(kernel_threads(), K // _MIN_ROWS_PER_THREAD))
     parts = max(1, min(_CHUNKS, K))
     bounds = [(K * c) // parts for c in range(parts + 1)]
+    halt = threading.Event()  # set on an interrupt or a failed worker: the others stop at their next part
 
     def work(w):
         for c in range(w, parts, threads):
+            if halt.is_set():
+                return
             kernel(c, bounds[c], bounds[c + 1], *args)
 
     if threads == 1:
         work(0)
     else:
-        run_workers(threads, work, lambda: None)
+        run_workers(threads, work, halt.set)
     return parts
 
 

@@ -126,6 +126,8 @@ def dirac_underflow_snr(n_atoms: int, min_distance: float) -> float:
     if not math.isfinite(min_distance):
         return 0.0
     d2 = min_distance * min_distance
+    if d2 == 0.0:  # atoms closer than 1e-162: the square underflows, the level lies beyond float64 SNRs
+        return math.inf
     e = -LOG_UNDERFLOW
     for _ in range(8):  # increasing fixed-point iteration; converges in a few steps
         e = -LOG_UNDERFLOW + math.log(n_atoms) + math.log(max(d2, 2.0 * e, 1.24))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator
+from noisealloc.theory.errors import as_generator, check_weight_vector
 
 __all__ = ['CommonRandomNumbers', 'draw_common_random_numbers', 'stratified_mean_stderr']
 
@@ -88,7 +88,14 @@ def draw_common_random_numbers(weights, n_samples: int, dim: int, *, rng=None, s
     """
     n, seed, rng = _samples_and_seed(n_samples, rng)
     gen = as_generator(rng)
-    w = np.asarray(weights, dtype=np.float64)
+    # checked (issue 28): [] raised an IndexError, a NaN weight sent every draw to one atom, complex
+    # weights were cut to their real part
+    if np.ndim(weights) != 1 or np.size(weights) == 0:
+        raise ValueError(f"weights must be a 1-d array of at least one weight; got shape {np.shape(weights)}")
+    check_weight_vector(weights, np.size(weights), normalise=True)
+    w = np.asarray(weights, dtype=np.float64)  # as given: the draws of a seed do not change
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim must be an integer >= 1; got {dim!r}")
     stratum = _strata(n, stratify)
     u = gen.random(n)
     if stratify:

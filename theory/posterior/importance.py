@@ -172,7 +172,10 @@ def _screen_basis(mu: np.ndarray, rank: int):
     sub = mu[:: -(-K // _BASIS_ATOMS)]
     sub = sub - sub.mean(axis=0)
     # All eigenpairs by divide and conquer: faster here than a subset by MRRR or bisection (measured).
-    _, vecs = np.linalg.eigh(sub.T @ sub)
+    # Seconds for MNIST in one LAPACK call: on a helper thread, so that an interrupt is seen at once.
+    from noisealloc.theory._threads import interruptible
+
+    _, vecs = interruptible(np.linalg.eigh, sub.T @ sub)
     return np.ascontiguousarray(vecs[:, D - rank:])
 
 
@@ -316,7 +319,9 @@ def neighbour_pairs(mu: np.ndarray, n_neighbours: int = N_NEIGHBOURS, *, screen:
     if r < D:
         basis = _screen_basis(mu_w, r)
         # Orthonormality error (spectral norm), measured: it enters the bound.
-        eta = float(np.linalg.norm(basis.T @ basis - np.eye(r), 2))
+        from noisealloc.theory._threads import interruptible
+
+        eta = float(interruptible(np.linalg.norm, basis.T @ basis - np.eye(r), 2))
         y = mu_w @ basis
         # Residual norms by difference, rho^2 = ||mu||^2 - ||y||^2: off by at most c_res ||mu||^2 (rounding of
         # the sums and of y, and the basis' orthonormality error), so |rho - true rho| <= sqrt(c_res) ||mu||,

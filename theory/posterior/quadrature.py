@@ -285,9 +285,23 @@ def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, ato
     >>> round(float(res.value[0, 0]), 10), res.nfev < adaptive_gauss_kronrod(g, [-1.0], [1.0], [0], 1).nfev
     (1.0, True)
     """
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    pid = np.asarray(pid, dtype=np.intp)
+    # checked at the boundary (issue 28): a=[] raised an IndexError, complex ends were cut to their real part
+    from noisealloc.theory.errors import as_float_array, check_finite
+
+    a = check_finite(as_float_array(a, "a", ndim=1), "a")
+    b = check_finite(as_float_array(b, "b", ndim=1), "b")
+    pid_arr = np.asarray(pid)
+    if a.size == 0 or b.shape != a.shape or pid_arr.shape != a.shape:
+        raise ValueError(f"a, b and pid must be 1-d of equal length >= 1 (one entry per interval); got shapes "
+                         f"{a.shape}, {b.shape}, {pid_arr.shape}")
+    if pid_arr.dtype.kind not in "iu":
+        raise ValueError(f"pid must hold integers; got dtype {pid_arr.dtype}")
+    if isinstance(n_problems, bool) or not isinstance(n_problems, (int, np.integer)) or n_problems < 1:
+        raise ValueError(f"n_problems must be an integer >= 1; got {n_problems!r}")
+    if pid_arr.min() < 0 or pid_arr.max() >= n_problems:
+        raise ValueError(f"pid must lie in [0, n_problems - 1] = [0, {n_problems - 1}]; got [{pid_arr.min()}, "
+                         f"{pid_arr.max()}]")
+    pid = pid_arr.astype(np.intp)
     k, e = _eval(f, a, b, pid)
     nfev = a.size * 21
     nit = 0

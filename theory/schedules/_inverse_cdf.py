@@ -7,7 +7,67 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["invert_piecewise_linear_cdf", "draw_piecewise_linear"]
+from noisealloc.theory.tolerances import TABLE_CDF_RTOL  # a module of constants over numpy: still light
+
+__all__ = ["invert_piecewise_linear_cdf", "draw_piecewise_linear", "check_table"]
+
+
+def check_table(knots, pdf, cdf, where: str = "table") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The arrays of a piecewise-linear density table as float64, or ``ValueError`` naming what is wrong.
+
+    Checked: 1-d real arrays of equal length ``>= 2``, all finite; strictly increasing knots; ``pdf >= 0``
+    with positive mass; ``cdf`` the cumulative trapezoid integral of ``pdf`` from 0, to
+    :data:`~noisealloc.theory.tolerances.TABLE_CDF_RTOL` of the total mass (so it is non-decreasing).
+
+    Parameters
+    ----------
+    knots, pdf, cdf : array_like, shape (K,)
+    where : str
+        What the arrays are, for the message.
+
+    Returns
+    -------
+    knots, pdf, cdf : ndarray, shape (K,), float64
+
+    Raises
+    ------
+    ValueError
+        Naming the array, the value found and what is allowed.
+    """
+    arrays = []
+    for name, a in (("knots", knots), ("pdf", pdf), ("cdf", cdf)):
+        a = np.asarray(a)
+        if a.dtype.kind not in "iuf":  # complex is not cut to its real part, objects and text are refused
+            raise ValueError(f"{where}: {name} must hold real numbers; got dtype {a.dtype}")
+        arrays.append(a.astype(np.float64))
+    x, f, c = arrays
+    if not (x.ndim == 1 and x.shape == f.shape == c.shape and x.size >= 2):
+        raise ValueError(f"{where}: 'knots', 'pdf' and 'cdf' must be 1-d of equal length >= 2; "
+                         f"got shapes {x.shape}, {f.shape}, {c.shape}")
+    for name, a in (("knots", x), ("pdf", f), ("cdf", c)):
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{where}: {name} must be finite; got {a[~np.isfinite(a)][0]!r} at index "
+                             f"{int(np.flatnonzero(~np.isfinite(a))[0])}")
+    if np.any(np.diff(x) <= 0):
+        raise ValueError(f"{where}: knots must be strictly increasing; they are not at index "
+                         f"{int(np.flatnonzero(np.diff(x) <= 0)[0]) + 1}")
+    if np.any(f < 0):
+        raise ValueError(f"{where}: pdf must be >= 0; its minimum is {float(f.min())!r}")
+    cells = 0.5 * (f[:-1] + f[1:]) * np.diff(x)
+    expected = np.concatenate([[0.0], np.cumsum(cells)])
+    total = float(expected[-1])
+    if not (np.isfinite(total) and total > 0):
+        raise ValueError(f"{where}: the pdf must have a finite positive mass; its trapezoid integral is {total!r}")
+    if np.any(np.diff(c) < 0):
+        raise ValueError(f"{where}: cdf must be non-decreasing; it decreases at index "
+                         f"{int(np.flatnonzero(np.diff(c) < 0)[0]) + 1}")
+    err = np.abs(c - expected)
+    worst = int(np.argmax(err))
+    if err[worst] > TABLE_CDF_RTOL * total:
+        raise ValueError(f"{where}: cdf is not the cumulative trapezoid integral of pdf (from 0): at index {worst} "
+                         f"it is {float(c[worst])!r}, the pdf gives {float(expected[worst])!r} "
+                         f"(allowed difference {TABLE_CDF_RTOL:g} of the mass {total:.6g})")
+    return x, f, c
 
 
 def invert_piecewise_linear_cdf(x, f, c, q) -> np.ndarray:

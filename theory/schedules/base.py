@@ -86,6 +86,18 @@ from noisealloc.theory.schedules.laws import Distribution, SPACINGS, _LOG_HALF, 
 __all__ = ['Schedule', 'TruncatedSchedule', 'TransportedSchedule', 'TabulatedSchedule']
 
 
+
+def _saturation_lam(coordinate) -> float:
+    """The widest symmetric log-SNR interval whose ends stay strictly inside ``coordinate``'s domain."""
+    lam = 1.0
+    for _ in range(12):
+        lo, hi = coordinate.domain
+        u = np.asarray(coordinate.from_lam(np.array([-2.0 * lam, 2.0 * lam])), dtype=float)
+        if not (min(u) > lo and max(u) < hi):
+            break
+        lam *= 2.0
+    return lam
+
 class _ScheduleLaw(Distribution):
     """A :class:`Schedule` seen as a :class:`Distribution` (for truncating it further)."""
 
@@ -186,10 +198,14 @@ class Schedule(abc.ABC):
         lo, hi = check_interval(interval[0], interval[1], "interval")
         dlo, dhi = self.coordinate.domain
         if not (dlo < lo and hi < dhi):
-            raise ValueError(
-                f"interval must lie inside the open domain ({dlo}, {dhi}) of coordinate "
-                f"{self.coordinate.name!r}; got ({lo}, {hi})"
-            )
+            message = (f"interval must lie inside the open domain ({dlo}, {dhi}) of coordinate "
+                       f"{self.coordinate.name!r}; got ({lo}, {hi})")
+            if self.coordinate.name != "lambda" and (lo == dlo or hi == dhi):
+                # an end reached in float64 only: a log-SNR beyond the coordinate's resolution was asked for
+                message += (f" (an end of the domain itself: the coordinate saturates in float64 for a log-SNR "
+                            f"interval this wide; give a narrower one, e.g. |lam| <= "
+                            f"{_saturation_lam(self.coordinate):g})")
+            raise ValueError(message)
         self.interval = (lo, hi)
         if not isinstance(name, str):
             raise TypeError(f"name must be a str; got {name!r}")

@@ -46,7 +46,7 @@ import numpy as np
 
 from noisealloc.theory import tolerances
 from noisealloc.theory.output import atomic_write, write_json
-from noisealloc.theory.schedules._inverse_cdf import draw_piecewise_linear
+from noisealloc.theory.schedules._inverse_cdf import check_table, draw_piecewise_linear
 from noisealloc.theory.schedules.base import Schedule, TabulatedSchedule
 
 __all__ = [
@@ -131,12 +131,29 @@ def schedule_to_dict(schedule: Schedule, *, n: int = 513, spacing: str = "both",
     }
 
 
+def read_json(fh):
+    """``json.load(fh)``, with a document nested too deeply for the parser (a RecursionError) refused as
+    a ValueError naming the file."""
+    try:
+        return json.load(fh)
+    except RecursionError:
+        raise ValueError(f"{getattr(fh, 'name', 'JSON input')}: JSON nested too deeply to read") from None
+
+
+def _npz_int(a, key: str, path) -> int:
+    a = np.asarray(a)
+    if a.shape != () or a.dtype.kind not in "iu":
+        raise ValueError(f"{os.fspath(path)}: {key} must be an integer scalar; got dtype {a.dtype}, shape {a.shape}")
+    return int(a)
+
+
 def _check_header(d, fmt: str) -> None:
     if not isinstance(d, dict):
         raise ValueError(f"expected a JSON object with format {fmt!r}; got {type(d).__name__}")
     if d.get("format") != fmt:
         raise ValueError(f"format must be {fmt!r}; got {d.get('format')!r}")
-    if d.get("version") != VERSION:
+    version = d.get("version")
+    if type(version) is not int or version != VERSION:  # JSON true == 1 in Python: not a version
         raise ValueError(f"version must be {VERSION} (supported versions: {VERSION}); got {d.get('version')!r}")
 
 
@@ -241,7 +258,7 @@ def load_json(path) -> TabulatedSchedule:
         If the content is not a valid schema-v1 schedule (see :func:`schedule_from_dict`).
     """
     with open(path, encoding="utf-8") as fh:
-        return schedule_from_dict(json.load(fh))
+        return schedule_from_dict(read_json(fh))
 
 
 def save_npz(schedule: Schedule, path, *, n: int = 513, spacing: str = "both", meta: dict | None = None) -> Path:
@@ -317,7 +334,7 @@ def load_npz(path) -> TabulatedSchedule:
             raise ValueError(f"{os.fspath(path)}: not a noisealloc schedule npz (missing arrays: {', '.join(missing)})")
         d = {
             "format": str(z["format"]),
-            "version": int(z["version"]),
+            "version": _npz_int(z["version"], "version", path),
             "name": str(z["name"]),
             "coordinate": str(z["coordinate"]),
             "interval": z["interval"],
@@ -402,7 +419,7 @@ def load_schedules_json(path) -> dict[str, TabulatedSchedule]:
         Wrong format or version, a malformed entry, or a duplicate name.
     """
     with open(path, encoding="utf-8") as fh:
-        doc = json.load(fh)
+        doc = read_json(fh)
     _check_header(doc, COLLECTION_FORMAT)
     if not isinstance(doc.get("schedules"), list):
         raise ValueError("'schedules' must be a list of schedule entries")
@@ -455,11 +472,10 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     >>> tab.sample(4, rng=0).round(6).tolist()
     [1.217241, 0.618246, 0.116173, 0.048411]
     """
-    x = np.asarray(table["knots"], dtype=np.float64)
-    f = np.asarray(table["pdf"], dtype=np.float64)
-    C = np.asarray(table["cdf"], dtype=np.float64)
-    if not (x.ndim == 1 and x.shape == f.shape == C.shape and x.size >= 2):
-        raise ValueError("table must hold 1-d 'knots', 'pdf' and 'cdf' of equal length >= 2")
+    missing = [k for k in ("knots", "pdf", "cdf") if k not in table]
+    if missing:
+        raise ValueError(f"table must hold 'knots', 'pdf' and 'cdf'; {missing} missing")
+    x, f, C = check_table(table["knots"], table["pdf"], table["cdf"], "table")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative integer; got {n!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)

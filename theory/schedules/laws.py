@@ -12,6 +12,7 @@ from scipy import special
 
 from noisealloc.theory import tolerances
 from noisealloc.theory.errors import (
+    as_float_array,
     as_generator,
     check_finite,
     check_interval,
@@ -97,23 +98,23 @@ class Distribution(abc.ABC):
 
     def pdf(self, u):
         r"""Density :math:`p(u) = e^{\log p(u)}`, the shape of ``u``."""
-        return np.exp(self.logpdf(np.asarray(u, dtype=np.float64)))
+        return np.exp(self.logpdf(as_float_array(u, "u")))
 
     def cdf(self, u):
         r""":math:`F(u) = P(U \le u)`, the shape of ``u``."""
-        return np.exp(self.logcdf(np.asarray(u, dtype=np.float64)))
+        return np.exp(self.logcdf(as_float_array(u, "u")))
 
     def sf(self, u):
         r""":math:`S(u) = P(U > u)`, accurate in the upper tail."""
-        return np.exp(self.logsf(np.asarray(u, dtype=np.float64)))
+        return np.exp(self.logsf(as_float_array(u, "u")))
 
     def ppf(self, q):
         r"""Quantile :math:`F^{-1}(q)` for ``q`` in ``[0, 1]``."""
-        return self.ppf_log(_log(np.asarray(q, dtype=np.float64)))
+        return self.ppf_log(_log(as_float_array(q, "q")))
 
     def isf(self, q):
         r"""Inverse survival function :math:`S^{-1}(q)`, accurate for small ``q``."""
-        return self.isf_log(_log(np.asarray(q, dtype=np.float64)))
+        return self.isf_log(_log(as_float_array(q, "q")))
 
     def sample(self, n: int, *, rng=None) -> np.ndarray:
         """``n`` draws by inversion of a uniform clamped to ``[U_CLAMP, 1 - U_CLAMP]``.
@@ -168,7 +169,7 @@ class Normal(Distribution):
         return f"Normal(mu={self.mu!r}, sd={self.sd!r})"
 
     def _z(self, u):
-        return (np.asarray(u, dtype=np.float64) - self.mu) / self.sd
+        return (as_float_array(u, "u") - self.mu) / self.sd
 
     def logpdf(self, u):
         z = self._z(u)
@@ -181,10 +182,10 @@ class Normal(Distribution):
         return special.log_ndtr(-self._z(u))
 
     def ppf_log(self, logq):
-        return self.mu + self.sd * special.ndtri_exp(np.asarray(logq, dtype=np.float64))
+        return self.mu + self.sd * special.ndtri_exp(as_float_array(logq, "logq"))
 
     def isf_log(self, logq):
-        return self.mu - self.sd * special.ndtri_exp(np.asarray(logq, dtype=np.float64))
+        return self.mu - self.sd * special.ndtri_exp(as_float_array(logq, "logq"))
 
     @property
     def mean(self) -> float:
@@ -225,7 +226,7 @@ class Laplace(Distribution):
         return f"Laplace(mu={self.mu!r}, b={self.b!r})"
 
     def logpdf(self, u):
-        return -np.abs(np.asarray(u, dtype=np.float64) - self.mu) / self.b - math.log(2.0 * self.b)
+        return -np.abs(as_float_array(u, "u") - self.mu) / self.b - math.log(2.0 * self.b)
 
     def _logcdf_z(self, z):
         # z < 0: F = ½ e^z; z >= 0: F = 1 - ½ e^{-z}.
@@ -233,13 +234,13 @@ class Laplace(Distribution):
         return np.where(z < 0, neg + _LOG_HALF, np.log1p(-0.5 * np.exp(-np.maximum(z, 0.0))))
 
     def logcdf(self, u):
-        return self._logcdf_z((np.asarray(u, dtype=np.float64) - self.mu) / self.b)
+        return self._logcdf_z((as_float_array(u, "u") - self.mu) / self.b)
 
     def logsf(self, u):
-        return self._logcdf_z((self.mu - np.asarray(u, dtype=np.float64)) / self.b)
+        return self._logcdf_z((self.mu - as_float_array(u, "u")) / self.b)
 
     def _z_of_logq(self, logq):
-        logq = np.asarray(logq, dtype=np.float64)
+        logq = as_float_array(logq, "logq")
         low = logq < _LOG_HALF
         z_low = np.where(low, logq, _LOG_HALF) - _LOG_HALF
         # upper branch: 1 - ½ e^{-z} = q  =>  z = -log(2 (1 - q)) = -log 2 - log(-expm1(log q)).
@@ -289,21 +290,21 @@ class Uniform(Distribution):
         return f"Uniform(a={self.a!r}, b={self.b!r})"
 
     def logpdf(self, u):
-        u = np.asarray(u, dtype=np.float64)
+        u = as_float_array(u, "u")
         inside = (u >= self.a) & (u <= self.b)
         return np.where(inside, -math.log(self.b - self.a), -np.inf)
 
     def logcdf(self, u):
-        return _log(np.clip((np.asarray(u, dtype=np.float64) - self.a) / (self.b - self.a), 0.0, 1.0))
+        return _log(np.clip((as_float_array(u, "u") - self.a) / (self.b - self.a), 0.0, 1.0))
 
     def logsf(self, u):
-        return _log(np.clip((self.b - np.asarray(u, dtype=np.float64)) / (self.b - self.a), 0.0, 1.0))
+        return _log(np.clip((self.b - as_float_array(u, "u")) / (self.b - self.a), 0.0, 1.0))
 
     def ppf_log(self, logq):
-        return self.a + (self.b - self.a) * np.exp(np.asarray(logq, dtype=np.float64))
+        return self.a + (self.b - self.a) * np.exp(as_float_array(logq, "logq"))
 
     def isf_log(self, logq):
-        return self.b - (self.b - self.a) * np.exp(np.asarray(logq, dtype=np.float64))
+        return self.b - (self.b - self.a) * np.exp(as_float_array(logq, "logq"))
 
     @property
     def mean(self) -> float:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noisealloc.theory.schedules._inverse_cdf import draw_piecewise_linear
+from noisealloc.theory.schedules._inverse_cdf import check_table, draw_piecewise_linear
 
 from noisealloc.theory._optional import require
 
@@ -70,22 +70,16 @@ class ScheduleTable:
     coordinate: str = "lambda"
     name: str = "tabulated"
 
+    def __post_init__(self):
+        # made directly, a table is checked as a loaded one is (the samplers trust it)
+        x, f, c = check_table(self.knots, self.pdf, self.cdf, f"schedule table {self.name!r}")
+        object.__setattr__(self, "knots", x)
+        object.__setattr__(self, "pdf", f)
+        object.__setattr__(self, "cdf", c)
+
 
 def _check_arrays(knots, pdf, cdf, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    x, f, c = (np.asarray(a, dtype=np.float64) for a in (knots, pdf, cdf))
-    if not (x.ndim == 1 and x.shape == f.shape == c.shape and x.size >= 2):
-        raise ValueError(f"{where}: 'knots', 'pdf' and 'cdf' must be 1-d of equal length >= 2; "
-                         f"got shapes {x.shape}, {f.shape}, {c.shape}")
-    for name, a in (("knots", x), ("pdf", f), ("cdf", c)):
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{where}: {name} must be finite")
-    if np.any(np.diff(x) <= 0):
-        raise ValueError(f"{where}: knots must be strictly increasing")
-    if np.any(f < 0):
-        raise ValueError(f"{where}: pdf must be >= 0; its minimum is {float(f.min())!r}")
-    if np.any(np.diff(c) < 0) or not c[-1] > 0:
-        raise ValueError(f"{where}: cdf must be non-decreasing with cdf[-1] > 0 (a density with positive mass)")
-    return x, f, c
+    return check_table(knots, pdf, cdf, where)
 
 
 def load_table(source, *, name: str | None = None) -> ScheduleTable:
@@ -126,7 +120,10 @@ def load_table(source, *, name: str | None = None) -> ScheduleTable:
             d["name"] = str(d.get("name", path.stem))
         else:
             with open(path, encoding="utf-8-sig") as fh:
-                d = json.load(fh)
+                try:
+                    d = json.load(fh)
+                except RecursionError:
+                    raise ValueError(f"{where}: JSON nested too deeply to read") from None
     else:
         d = source
     if not hasattr(d, "get"):

@@ -187,6 +187,8 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
     """
     import numpy as np
 
+    from noisealloc.theory._threads import interruptible
+
     if levels < 3 or samples < 2 or repeat < 1:
         raise ValueError(f"levels must be >= 3, samples >= 2 and repeat >= 1; got levels={levels}, "
                          f"samples={samples}, repeat={repeat}")
@@ -227,8 +229,9 @@ def measure(images, *, levels=64, samples=512, repeat=5, lam_min=-12.0, lam_max=
             nan = float("nan")
             split = (prof.info["seconds_gemm"], prof.info["seconds_levels"],
                      prof.info.get("seconds_cpu_gemm", nan), prof.info.get("seconds_cpu_levels", nan))
-        timed("gemm_profile", lambda: np.matmul(left, right.T, out=out2))
-        timed("gemm_single", lambda: np.matmul(left[:samples], right.T, out=out1))
+        # seconds-long single GEMMs, on a helper thread so that an interrupt ends the run at once
+        timed("gemm_profile", lambda: interruptible(np.matmul, left, right.T, out=out2))
+        timed("gemm_single", lambda: interruptible(np.matmul, left[:samples], right.T, out=out1))
         if importance:
             prof = timed("profile_importance", lambda: posterior_profile(images, lam, samples, False, importance=True))
             if wall["profile_importance"][-1] == min(wall["profile_importance"]):

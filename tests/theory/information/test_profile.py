@@ -421,3 +421,12 @@ def test_budget_falls_back_to_adaptive_levels_when_the_grid_cannot_carry_it():
     e5 = m.information(lam5)
     chk = budget_check_on_grid(lam5, e5.mmse.value, e5.conditional_entropy.value, 0.0, **args)
     assert chk is not None and chk.holds and abs(chk.value - m.entropy) < 1e-9
+
+
+def test_budget_check_far_right_interval_does_not_cover_the_budget():
+    """Issue 28 item 4: on [700, 800] int h = 0 and H(pi) = 1.0986; the left-tail bound 1/2 e^700 Var(P)
+    is vacuous there, so the interval must not be said to cover the budget."""
+    b = budget_check(DiracMixture([-1.0, 0.5, 2.0]), 700.0, 800.0)
+    assert b.integral_holds and abs(b.value) < 1e-12 and b.entropy == pytest.approx(np.log(3), rel=1e-12)
+    assert not b.covers_budget and not b.holds
+    assert "does not cover the budget" in b.message

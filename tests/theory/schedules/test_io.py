@@ -102,13 +102,15 @@ def test_sample_from_table_uses_numpy_only():
     allowed = set(dir(np)) | set(dir(np.random)) | set(dir(builtins)) | {
         "np", "random", "Generator", "default_rng", "asarray", "float64", "ndim", "shape", "size", "integer",
     }
-    for fn, extra in ((IO.sample_from_table, {"draw_piecewise_linear"}),
+    for fn, extra in ((IO.sample_from_table, {"draw_piecewise_linear", "check_table"}),
                       (_inverse_cdf.draw_piecewise_linear, {"invert_piecewise_linear_cdf"}),
-                      (_inverse_cdf.invert_piecewise_linear_cdf, set())):
+                      (_inverse_cdf.invert_piecewise_linear_cdf, set()),
+                      (_inverse_cdf.check_table, {"TABLE_CDF_RTOL", "kind", "append"})):
         names = set(fn.__code__.co_names)
         assert names <= allowed | extra, (fn.__name__, names - allowed - extra)
     assert set(vars(_inverse_cdf)) - {"np", "annotations"} <= {
-        "invert_piecewise_linear_cdf", "draw_piecewise_linear", "__all__"} | {k for k in vars(_inverse_cdf) if k.startswith("__")}
+        "invert_piecewise_linear_cdf", "draw_piecewise_linear", "check_table", "TABLE_CDF_RTOL", "__all__"} | {
+        k for k in vars(_inverse_cdf) if k.startswith("__")}
 
 
 def test_collection_roundtrip_and_order(tmp_path):

@@ -157,3 +157,41 @@ def test_load_table_accepts_a_tabulated_schedule_and_a_collection(tmp_path):
     assert samplers.load_table(path, name="b").name == "b"
     with pytest.raises(ValueError, match="holds several schedules"):
         samplers.load_table(path)
+
+
+# ----------------------------------------------------------------------------- issue 28 item 4: bad tables refused
+_GOOD = {"knots": [0.0, 1.0, 2.0], "pdf": [0.0, 1.0, 0.0], "cdf": [0.0, 0.5, 1.0]}
+_BAD_TABLES = {
+    "cdf of another pdf": ({"cdf": [0.0, 0.9, 1.0]}, "cumulative trapezoid integral"),
+    "nan pdf": ({"pdf": [0.0, float("nan"), 0.0]}, "pdf must be finite"),
+    "negative pdf": ({"pdf": [0.0, -1.0, 0.0], "cdf": [0.0, -0.5, -1.0]}, "pdf must be >= 0"),
+    "decreasing cdf": ({"pdf": [1.0, 1.0, 1.0], "cdf": [0.0, 1.0, 0.5]}, "non-decreasing"),
+    "complex knots": ({"knots": np.array([0.0, 1.0, 2.0]) + 0j}, "real numbers"),
+}
+
+
+def _samplers():
+    from noisealloc.theory.schedules.io import sample_from_table
+    from noisealloc.theory.schedules.samplers import NumpySampler, ScheduleTable
+
+    return {
+        "NumpySampler": lambda t: NumpySampler(t)(8, rng=0),
+        "sample_from_table": lambda t: sample_from_table(t, 8, rng=0),
+        "ScheduleTable": lambda t: ScheduleTable(np.asarray(t["knots"]), np.asarray(t["pdf"]), np.asarray(t["cdf"])),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_TABLES))
+@pytest.mark.parametrize("sampler", ["NumpySampler", "sample_from_table", "ScheduleTable"])
+def test_samplers_refuse_inconsistent_tables(case, sampler):
+    change, needle = _BAD_TABLES[case]
+    table = {**_GOOD, **change}
+    with pytest.raises(ValueError, match=needle):
+        _samplers()[sampler](table)
+
+
+def test_samplers_take_a_consistent_table():
+    for name, draw in _samplers().items():
+        out = draw(dict(_GOOD))
+        if name != "ScheduleTable":
+            assert out.shape == (8,) and np.all((out >= 0.0) & (out <= 2.0))

@@ -68,9 +68,53 @@ SUMMARY_KEYS = ("x", "y", "group", "logx", "logy", "xlabel", "ylabel", "title")
 #: A sweep name: one path component, so ``sweep-<name>`` never leaves the working directory.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 #: Smallest value of integer cell parameters, where a smaller one cannot give a result.
-_PARAM_MINIMUM = {"levels": 3, "J": 1, "N": 1, "q": 1, "eval_levels": 2, "eval_n": 1, "h_levels": 3,
+_PARAM_MINIMUM = {"seed": 0, "seeds": 1, "cells": 1, "levels": 3, "J": 1, "N": 1, "q": 1, "eval_levels": 2, "eval_n": 1, "h_levels": 3,
                   "h_samples": 2, "steps": 1, "batch_size": 1, "width": 1, "depth": 1, "checkpoints": 1,
                   "online_refresh": 1, "pilot_steps": 1}
+
+
+#: Largest values of size parameters (theory.request_limits), and the choices of a few others: a cell
+#: must never be the first to find a bad value (it fails inside a running cluster, exit 1).
+def _param_maximum() -> dict:
+    from noisealloc.theory.request_limits import MAX_FEATURES, MAX_LEVELS, MAX_OPTIMIZE_LEVELS, MAX_SAMPLES
+
+    return {"levels": MAX_OPTIMIZE_LEVELS, "J": MAX_OPTIMIZE_LEVELS, "eval_levels": MAX_LEVELS,
+            "h_levels": MAX_LEVELS, "h_samples": MAX_SAMPLES, "eval_n": MAX_SAMPLES, "q": MAX_FEATURES}
+
+
+_PARAM_CHOICES = {"criterion": ("L", "sandwich")}
+
+
+def _check_cells(source: str, fixed: dict, grid: dict, allow_large: bool) -> None:
+    """Values a cell would refuse: sizes above the limits, unknown choices, bad data SPECs (each value
+    once), an inverted interval in any cell (every lam_min against every lam_max)."""
+    maximum = _param_maximum()
+    values = {k: [v] for k, v in fixed.items()}
+    values.update({k: list(v) for k, v in grid.items()})
+    where = {k: "[fixed]" if k in fixed else "[grid]" for k in values}
+    for key, vals in values.items():
+        for v in vals:
+            if key in maximum and not allow_large and isinstance(v, (int, float)) and not isinstance(v, bool) \
+                    and v > maximum[key]:
+                raise ValueError(f"{source}: {where[key]} {key} = {v!r} is above the limit {maximum[key]}; pass "
+                                 "--allow-large to lift it")
+            if key in _PARAM_CHOICES and v not in _PARAM_CHOICES[key]:
+                raise ValueError(f"{source}: {where[key]} {key} = {v!r} must be one of {_PARAM_CHOICES[key]}")
+    if "data" in values:
+        from noisealloc.theory.models.datasets import check_spec
+
+        for spec in dict.fromkeys(v for v in values["data"] if isinstance(v, str)):
+            try:
+                check_spec(spec)
+            except (ValueError, OSError) as exc:
+                raise ValueError(f"{source}: {where['data']} data = {spec!r}: {exc}") from None
+    lows, highs = values.get("lam_min"), values.get("lam_max")
+    if lows is not None or highs is not None:
+        for lo in lows or [None]:
+            for hi in highs or [None]:
+                if lo is not None and hi is not None and not lo < hi:
+                    raise ValueError(f"{source}: lam_min = {lo!r} and lam_max = {hi!r} meet in a cell; every cell "
+                                     "needs lam_min < lam_max")
 
 
 def cell_parameters(kind: str) -> dict:
@@ -220,6 +264,7 @@ def parse_sweep(doc: dict, *, source: str = "<dict>", allow_large: bool = False)
     if n_cells > MAX_SWEEP_CELLS and not allow_large:
         raise ValueError(f"{source}: the grid has {n_cells} cells, above the limit {MAX_SWEEP_CELLS}; pass "
                          "--allow-large to lift it")
+    _check_cells(source, fixed, grid, allow_large)
     if not isinstance(doc.get("summary", {}), dict):
         raise ValueError(f"{source}: [summary] must be a table")
     summary = dict(doc.get("summary", {}))
