@@ -81,7 +81,7 @@ def _masked_profile_from_data(args):
     lo = -12.0 if args.lam_min is None else args.lam_min
     hi = 12.0 if args.lam_max is None else args.lam_max
     lo, hi = check_interval(lo, hi, "[--lam-min, --lam-max]")
-    model, law, why = load_masked_data(args.from_data, law=args.law)
+    model, law, why = load_masked_data(args.from_data, law=args.law or "auto")
     print(f"law: {law} ({why}); masked process, log-odds lambda", file=sys.stderr, flush=True)
     coord = args.coordinate if args.coordinate == "lambda" else get_masked_coordinate(args.coordinate)
     lam = np.linspace(lo, hi, args.levels)
