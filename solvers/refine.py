@@ -89,7 +89,12 @@ def refine(
     if np.any(w < 0) or not w.sum() > 0:
         raise ValueError("weights must be non-negative with a positive sum")
     w = w / w.sum()
-    lo, hi = float(interval[0]), float(interval[1])
+    try:
+        lo, hi = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        raise ValueError(f"interval must be a pair (lo, hi) of finite numbers; got {interval!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise ValueError(f"interval must be a pair (lo, hi) of finite numbers; got {interval!r}")
     if not lo < hi or np.any(lam < lo) or np.any(lam > hi):
         raise ValueError(f"interval must contain every atom; got ({lo}, {hi}) and atoms in [{lam.min()}, {lam.max()}]")
     n_eval = [0]

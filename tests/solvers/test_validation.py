@@ -72,3 +72,11 @@ def test_certify_e_on_a_singular_one_atom_design_names_the_weights():
     q[[0, -1]] = 0.5
     cert = certify(A, q, "E")
     assert np.isfinite(cert.rel_gap) and cert.certified  # {-1, 1} equally weighted: M = I, E-optimal
+
+
+@pytest.mark.parametrize("interval", [(), (1.0,), (0.0, "a"), None, (0.0, float("inf")), (0.0, 1.0, 2.0)])
+def test_refine_refuses_a_bad_interval_naming_it(interval):
+    from noisealloc.solvers import refine
+
+    with pytest.raises(ValueError, match="interval must be a pair"):
+        refine(lambda t: np.eye(1) * (1.0 + t * t), [0.0], [1.0], "L", interval=interval)
