@@ -526,8 +526,9 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                 tot = sum(t["seconds"] for t in cells["timings"])
                 when = ("by the earlier run that made these numbers (this run reused them; see the provenance "
                         "table)" if "fig6_training" in reused else "in this run")
+                step = f"median step time {1e3 * float(np.median(st)):.2f} ms" if st else "no step timed"
                 counts = (f"  Cells: {c['total']} ({c['cached']} reused from the cell cache, {c['computed']} computed "
-                          f"{when}); median step time {1e3 * float(np.median(st)):.2f} ms; compiling "
+                          f"{when}); {step}; compiling "
                           f"{ct:.1f} s of {tot:.1f} s cell time ({100 * ct / max(tot, 1e-9):.1f}%).")
                 sc = cells.get("schedules")
                 if sc:  # absent in files written before the schedules had cells of their own
