@@ -548,7 +548,8 @@ def test_fig5_plot_reads_old_numbers_as_efficiencies(tmp_path):
     assert M.tolist() == [[0.5, 0.5, 0.5], [0.0, 0.0, 0.0]]
     M = F5._efficiency_matrix(doc, "il_efficiency")
     assert M[1, 0] == 1.0 and 0.0 < M[1, 1] < 1e-64 and M[1, 2] == 0.0
-    assert [F5.cell_text(e) for e in (1.0, 0.456, 0.001, 0.0, float("nan"))] == ["1.00", "0.46", "<0.01", "0", "n/c"]
+    assert [F5.cell_text(e) for e in (1.0, 0.456, 0.001, 6.2e-20, 0.0, float("nan"))] == [
+        "1.00", "0.46", "1e-3", "6e-20", "0", "n/c"]
     F5.plot(doc, tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 10_000
 
