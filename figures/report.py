@@ -192,7 +192,7 @@ def _claim_c3(f3, f5, f4):
     head = ["| figure | instance | measured | rule on these numbers | breaks down |", "|---|---|---|---|---|"]
     rule = (f"Rule: in the fully coupled case (J = 1) the entropic proxy's efficiency is below {TRACK_EFFICIENCY} and below "
             "its efficiency with the largest J; and the square-root law fails when feature-noise decoupling is violated "
-            "(fig4 iv).  Fig5's fully coupled ratios are shown for context, not counted.")
+            "(fig4 iv).  Fig5's fully coupled efficiencies are shown for context, not counted.")
     return verdict(flags), rule, head + lines
 
 
@@ -434,13 +434,16 @@ def _checks_section(out: Path) -> list[str]:
                   "on a level the criterion needs (its V, L or loss factor is infinite).  Fully coupled: "
                   "V(p*)/V(p); independent learners: 1/F(p).", "",
                   "| data [family] | best by V(p*)/V(p) | sqrt-entropic V(p*)/V(p) | EDM V(p*)/V(p) | "
+                  "best by L(p*)/L(p) | sqrt-entropic L(p*)/L(p) | EDM L(p*)/L(p) | "
                   "best by 1/F (independent learners) | sqrt-entropic 1/F | EDM 1/F |",
-                  "|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in f5["rows"]:
             t = r["table"]
             lines.append(f"| {r['data']} [{r['family']}] | {_fig5_best(t, 'V_efficiency')} | "
                          f"{_fig5_cell(t['sqrt-entropic'], 'V_efficiency')} | "
-                         f"{_fig5_cell(t['edm_lognormal'], 'V_efficiency')} | {_fig5_best(t, 'il_efficiency')} | "
+                         f"{_fig5_cell(t['edm_lognormal'], 'V_efficiency')} | {_fig5_best(t, 'L_efficiency')} | "
+                         f"{_fig5_cell(t['sqrt-entropic'], 'L_efficiency')} | "
+                         f"{_fig5_cell(t['edm_lognormal'], 'L_efficiency')} | {_fig5_best(t, 'il_efficiency')} | "
                          f"{_fig5_cell(t['sqrt-entropic'], 'il_efficiency')} | "
                          f"{_fig5_cell(t['edm_lognormal'], 'il_efficiency')} |")
         lines += ["", f"Data scale: {f5['data_scale']}.", ""]
