@@ -64,11 +64,21 @@ def profile(spec: str, model, lam, *, n_samples: int, rng: int) -> dict:
         row["entropy_H_pi"] = prof.entropy
         b = prof.budget
         row["budget"] = {"kind": b.description, "integral": b.value, "target": b.target, "abs_error": abs(b.error),
-                         "stderr": b.difference_stderr, "holds": b.holds}
+                         "stderr": b.difference_stderr, "holds": b.holds,
+                         # the rule's own tolerance and statement, so the report can print what was compared
+                         "tolerance": b.tolerance, "integral_holds": b.integral_holds,
+                         "covers_budget": b.covers_budget, "rule": b.rule}
+    else:
+        row["budget_not_computed"] = ("continuous data: H(pi) is not finite, so there is no entropy budget "
+                                      "to integrate to")
     if prof.i_mmse is not None:
         chk = prof.i_mmse
         row["i_mmse"] = {"lam": chk.lam, "fd": chk.fd, "rate": chk.rate, "rel_error": chk.rel_error,
-                         "max_rel_error": chk.max_rel_error, "holds": chk.holds}
+                         "max_rel_error": chk.max_rel_error, "holds": chk.holds, "tolerance": chk.tolerance,
+                         "rule": chk.rule}
+    else:
+        row["i_mmse_not_computed"] = ("Monte-Carlo model: a centred difference of Monte-Carlo estimates has no "
+                                      "usable accuracy" if prof.monte_carlo else "not requested")
     return row
 
 

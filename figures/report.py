@@ -19,7 +19,7 @@ import numpy as np
 
 from noisealloc.figures import _common as C
 
-__all__ = ["CLAIMS", "verdict", "interval_verdict", "evaluate_claims", "fig6_controls", "write_report"]
+__all__ = ["CLAIMS", "num", "verdict", "interval_verdict", "evaluate_claims", "fig6_controls", "write_report"]
 
 #: Efficiency above which the entropic proxy "tracks" the optimum (V(p*)/V(p_ent)).
 TRACK_EFFICIENCY = 0.9
@@ -76,6 +76,27 @@ def _f(x) -> float:
     return C.from_json_float(x)
 
 
+def num(x, fmt: str = ".3g", *, why: str = "not recorded in the numbers file", why_infinite: str | None = None) -> str:
+    """A number for REPORT.md: formatted with ``fmt``, or a reason where there is no finite number.
+
+    ``None`` and NaN become ``not computed (why)``; an infinite value becomes ``not finite (why_infinite)``
+    (``why`` when that is not given).  The report never prints ``inf`` or ``nan``.
+
+    Examples
+    --------
+    >>> num(0.12345), num(None, why="Monte-Carlo model"), num("inf", why_infinite="a level is starved")
+    ('0.123', 'not computed (Monte-Carlo model)', 'not finite (a level is starved)')
+    """
+    if x is None:
+        return f"not computed ({why})"
+    v = _f(x)
+    if np.isnan(v):
+        return f"not computed ({why})"
+    if np.isinf(v):
+        return f"not finite ({why_infinite or why})"
+    return format(v, fmt)
+
+
 def _cell(text) -> str:
     """Escape a string for a markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -88,19 +109,27 @@ def _claim_c1(f2, f3):
             for key in ("L", "sandwich"):
                 r = row[key]
                 ok_conv = (r["status"] == 0) and (_f(r["rel_gap"]) <= CERT_RTOL if key == "L" else True)
-                ok = bool(r["n_atoms"] <= r["atom_bound"] and ok_conv and r["n_atoms"] < len(f2["lam"]) / 2)
+                half = len(f2["lam"]) / 2
+                ok = bool(r["n_atoms"] <= r["atom_bound"] and ok_conv and r["n_atoms"] < half)
                 flags.append(ok)
+                test = (f"{r['n_atoms']} <= {r['atom_bound']}; {r['n_atoms']} < {half:g} (half the grid); "
+                        f"status {r['status']} == 0" + (f"; gap {num(r['rel_gap'], '.1e')} <= {CERT_RTOL:g}"
+                                                         if key == "L" else ""))
                 lines.append(f"| fig2 | {row['data']} [{row['family']}] | {key} | {r['n_atoms']} / {r['atom_bound']} | "
-                             f"{_f(r['rel_gap']):.1e} ({r['kind']}) | status {r['status']} | {'yes' if ok else 'no'} |")
+                             f"{num(r['rel_gap'], '.1e')} ({r['kind']}) | status {r['status']} | {test} | "
+                             f"{'yes' if ok else 'no'} |")
     if f3:
         for case in f3["cases"]:
             for r in case["rows"]:
                 ok = bool(r["n_atoms"] <= r["atom_bound"] and bool(r.get("converged", True)))
                 flags.append(ok)
+                test = f"{r['n_atoms']} <= {r['atom_bound']}; converged {r.get('converged', True)}"
                 lines.append(f"| fig3 | {case['data']} [{case['family']}] | J={r['J']} | {r['n_atoms']} / {r['atom_bound']} | "
-                             f"{_f(r['gap']):.1e} | converged {r.get('converged')} | {'yes' if ok else 'no'} |")
-    head = ["| figure | data [family] | criterion | atoms / Theorem 1 bound | certified gap | solver | finite & certified |",
-            "|---|---|---|---|---|---|---|"]
+                             f"{num(r['gap'], '.1e')} | converged {r.get('converged')} | {test} | "
+                             f"{'yes' if ok else 'no'} |")
+    head = ["| figure | data [family] | criterion | atoms / Theorem 1 bound | certified gap | solver | "
+            "rule on these numbers | finite & certified |",
+            "|---|---|---|---|---|---|---|---|"]
     rule = (f"Rule: an instance counts when its optimum has at most Theorem 1's number of atoms, fewer atoms than half "
             f"the grid (fig2), and a converged certificate (relative duality gap <= {CERT_RTOL:g} for L).")
     return verdict(flags), rule, head + lines
@@ -119,16 +148,20 @@ def _claim_c2(f3, f4):
     for case, a, b in _fig3_ends(f3):
         ok = bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
         flags.append(ok)
-        lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {_f(a['efficiency']):.3f} -> "
-                     f"{_f(b['efficiency']):.3f}; W1 {_f(a['w1']):.3f} -> {_f(b['w1']):.3f} | {'yes' if ok else 'no'} |")
+        lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {num(a['efficiency'], '.3f')} -> "
+                     f"{num(b['efficiency'], '.3f')}; W1 {num(a['w1'], '.3f')} -> {num(b['w1'], '.3f')} | "
+                     f"efficiency {num(b['efficiency'], '.3f')} >= {TRACK_EFFICIENCY:g}; W1 {num(b['w1'], '.3f')} < "
+                     f"{num(a['w1'], '.3f')} | {'yes' if ok else 'no'} |")
     if f4:
         for key in ("ii", "iii"):
             c = f4["checks"].get(key)
             if c:
                 flags.append(bool(c["holds"]))
-                lines.append(f"| fig4 | independent learners ({key}) | {c['headline']} = {_f(c['headline_value']):.3g} "
-                             f"(tol {c['tolerance']:g}) | {_cell(c['message'])} | {'yes' if c['holds'] else 'no'} |")
-    head = ["| figure | instance | setting | measured | tracks |", "|---|---|---|---|---|"]
+                lines.append(f"| fig4 | independent learners ({key}) | {_cell(c['message'])} | "
+                             f"{c['headline']} = {num(c['headline_value'])} | {_fig4_test(c)} | "
+                             f"{'yes' if c['holds'] else 'no'} |")
+    head = ["| figure | instance | setting | measured | rule on these numbers (tolerance) | tracks |",
+            "|---|---|---|---|---|---|"]
     rule = (f"Rule: with the most time-specialised coupling (largest J) the entropic proxy's efficiency "
             f"V(p*)/V(p_ent) is >= {TRACK_EFFICIENCY} and its W1 distance to the optimum is below the fully coupled one; "
             "the random-matrix checks (ii) and (iii) of the independent-learner limit hold.")
@@ -140,23 +173,45 @@ def _claim_c3(f3, f5, f4):
     for case, a, b in _fig3_ends(f3):
         ok = bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
         flags.append(ok)
-        lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {_f(a['efficiency']):.3f}, at J={b['J']}: "
-                     f"{_f(b['efficiency']):.3f} | {'yes' if ok else 'no'} |")
+        lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {num(a['efficiency'], '.3f')}, at J={b['J']}: "
+                     f"{num(b['efficiency'], '.3f')} | {num(a['efficiency'], '.3f')} < {TRACK_EFFICIENCY:g} and "
+                     f"{num(a['efficiency'], '.3f')} < {num(b['efficiency'], '.3f')} | {'yes' if ok else 'no'} |")
     if f4 and "iv" in f4["checks"]:
         c = f4["checks"]["iv"]
         flags.append(bool(c["holds"]))
-        lines.append(f"| fig4 (iv) | decoupling violated | asymptotic loss factor {_f(c['measured']['factor_coupled']):.3f} "
-                     f"vs decoupled {_f(c['measured']['factor_decoupled']):.3f} | {'yes' if c['holds'] else 'no'} |")
+        lines.append(f"| fig4 (iv) | decoupling violated | asymptotic loss factor "
+                     f"{num(c['measured']['factor_coupled'], '.3f')} vs decoupled "
+                     f"{num(c['measured']['factor_decoupled'], '.3f')} | {_fig4_test(c)} | "
+                     f"{'yes' if c['holds'] else 'no'} |")
     if f5:
-        ratios = [_f(r["table"]["sqrt-entropic"]["V_ratio"]) for r in f5["rows"]]
-        if ratios:
-            lines.append(f"| fig5 | fully coupled V(p_sqrt-entropic)/V(p*) over {len(ratios)} data sets | median "
-                         f"{np.median(ratios):.3g}, min {min(ratios):.3g}, max {max(ratios):.3g} | (context) |")
-    head = ["| figure | instance | measured | breaks down |", "|---|---|---|---|"]
+        effs = [fig5_efficiency(r["table"]["sqrt-entropic"], "V_efficiency") for r in f5["rows"]]
+        if effs:
+            lines.append(f"| fig5 | fully coupled efficiency V(p*)/V(p_sqrt-entropic) over {len(effs)} data sets | "
+                         f"median {num(np.median(effs))}, min {num(min(effs))}, max {num(max(effs))} | not counted | "
+                         "(context) |")
+    head = ["| figure | instance | measured | rule on these numbers | breaks down |", "|---|---|---|---|---|"]
     rule = (f"Rule: in the fully coupled case (J = 1) the entropic proxy's efficiency is below {TRACK_EFFICIENCY} and below "
             "its efficiency with the largest J; and the square-root law fails when feature-noise decoupling is violated "
-            "(fig4 iv).  Fig5's fully coupled ratios are shown for context, not counted.")
+            "(fig4 iv).  Fig5's fully coupled efficiencies are shown for context, not counted.")
     return verdict(flags), rule, head + lines
+
+
+def _fig4_test(c) -> str:
+    """The rule of a figure-4 check applied to its numbers: headline value against its tolerance."""
+    return (f"{c['headline']} = {num(c['headline_value'])}, tolerance {num(c['tolerance'], 'g')}: "
+            f"{'holds' if c['holds'] else 'fails'}")
+
+
+def fig5_efficiency(cell: dict, key: str) -> float:
+    """Efficiency ``key`` (``V_efficiency``, ``L_efficiency``, ``il_efficiency``) of one figure-5 cell, in [0, 1].
+
+    Numbers files written before the efficiencies were stored give it as the reciprocal of the matching
+    ratio (an infinite ratio, a schedule missing a level the criterion needs, is efficiency 0).
+    """
+    if key in cell:
+        return _f(cell[key])
+    x = _f(cell[{"V_efficiency": "V_ratio", "L_efficiency": "L_ratio", "il_efficiency": "il_factor"}[key]])
+    return 0.0 if np.isinf(x) else 1.0 / x
 
 
 def _fig6_rows(f6):
@@ -198,9 +253,9 @@ def _neural_table(rows):
         for name in (n for n in cmp if n != "sqrt-entropic"):
             c = cmp[name]
             lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | "
-                         f"{_f(r['comparison']['target']):.4g} | {_f(ref['steps']):.0f} | {name} | "
-                         f"{_f(c['ratio']):.3g} [{_f(c['lo']):.3g}, {_f(c['hi']):.3g}] | "
-                         f"{_f(c['final_mean']):.4g} +- {_f(c['final_se']):.2g} (sqrt: {_f(ref['final_mean']):.4g}) |")
+                         f"{num(r['comparison']['target'], '.4g')} | {num(ref['steps'], '.0f', why='target not reached')} | {name} | "
+                         f"{num(c['ratio'])} [{num(c['lo'])}, {num(c['hi'])}] | "
+                         f"{num(c['final_mean'], '.4g')} +- {num(c['final_se'], '.2g')} (sqrt: {num(ref['final_mean'], '.4g')}) |")
     return head + lines
 
 
@@ -236,9 +291,9 @@ def _claim_c5(f6):
         flag = _above(e, bound) if _f(e["lo"]) != bound else None
         flags.append(flag)
         word = {True: "yes", False: "no", None: "undecided"}[flag]
-        lines.append(f"| {r['data']} | steps_EDM/steps_sqrt = {_f(e['ratio']):.3g} [{_f(e['lo']):.3g}, "
-                     f"{_f(e['hi']):.3g}] | {word} |")
-    head = ["| continuous data | measured (95% CI) | competitive |", "|---|---|---|"]
+        lines.append(f"| {r['data']} | steps_EDM/steps_sqrt = {num(e['ratio'])} [{num(e['lo'])}, "
+                     f"{num(e['hi'])}] | interval vs {bound:.3g} | {word} |")
+    head = ["| continuous data | measured (95% CI) | rule on these numbers | competitive |", "|---|---|---|---|"]
     rule = (f"Rule (regime iii): on every continuous data set the square-root entropic schedule needs at most "
             f"{1 + COMPETITIVE_MARGIN:g} times the steps EDM needs to reach the common target, i.e. the interval "
             f"of steps_EDM/steps_sqrt lies above {bound:.3g} (below: not competitive; containing it: undecided, "
@@ -267,8 +322,8 @@ def fig6_controls(f6) -> list[str]:
              "| data | kind | N_EDM/N_sqrt | N_cos/N_sqrt | the proxy loses, as the theory predicts |",
              "|---|---|---|---|---|"]
     for r, e, c in _fig6_rows(f6):
-        lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {e:.3g} | {c:.3g} | "
-                     f"{'yes' if e < 1 else 'no'} |")
+        lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {num(e)} | {num(c)} | "
+                     f"{num(e)} < 1: {'yes' if e < 1 else 'no'} |")
     ind = f6.get("independent")
     if ind:
         from noisealloc.theory.tolerances import MC_NSIGMA
@@ -279,11 +334,12 @@ def fig6_controls(f6) -> list[str]:
                   "and above 1 by more than that; 'no' when it lies farther from the prediction; 'undecided' when "
                   "it agrees with the prediction but its standard error is too large to tell it from 1.  "
                   + ind["finite_n"] + ".", "",
-                  "| schedule | simulated factor (mean +- s.e.) | predicted (finite N) | Theorem 2 | as predicted |",
-                  "|---|---|---|---|---|"]
+                  "| schedule | simulated factor (mean +- s.e.) | predicted (finite N) | Theorem 2 | "
+                  "rule on these numbers | as predicted |",
+                  "|---|---|---|---|---|---|"]
         for r in ind["rows"]:
             if "error" in r:
-                lines.append(f"| {r['schedule']} | starves a cell: {_cell(r['error'])} | | | |")
+                lines.append(f"| {r['schedule']} | not computed (starves a cell: {_cell(r['error'])}) | | | | |")
                 continue
             sim, se, ex = _f(r["simulated_factor"]), _f(r["simulated_se"]), _f(r["exact_factor"])
             ok = abs(sim - ex) <= MC_NSIGMA * se
@@ -295,8 +351,10 @@ def fig6_controls(f6) -> list[str]:
                         else "no (off the prediction, zero s.e.)")
             else:
                 word = "yes" if wins else "undecided (s.e. too large to tell from 1)"
-            lines.append(f"| {r['schedule']} | {sim:.3g} +- {se:.2g} | {ex:.3g} | {_f(r['predicted_factor']):.3g} | "
-                         f"{word} |")
+            test = (f"abs({num(sim)} - {num(ex)}) <= {MC_NSIGMA:g} x {num(se, '.2g')}; "
+                    f"{num(sim)} - 1 > {MC_NSIGMA:g} x {num(se, '.2g')}")
+            lines.append(f"| {r['schedule']} | {num(sim)} +- {num(se, '.2g')} | {num(ex)} | "
+                         f"{num(r['predicted_factor'])} | {test} | {word} |")
     lines.append("")
     return lines
 
@@ -313,19 +371,58 @@ def evaluate_claims(out_dir) -> dict:
     return results
 
 
+def _fig5_cell(cell: dict, key: str) -> str:
+    """One figure-5 efficiency for the report: two decimals, or why it is 0."""
+    e = fig5_efficiency(cell, key)
+    if e == 0.0:
+        return "0 (misses a level the criterion needs)"
+    return num(e, ".2g" if e < 0.01 else ".3f", why="the solver's optimum is not usable")
+
+
+def _fig5_best(table: dict, key: str) -> str:
+    """The schedule of highest efficiency ``key`` with its value, or none when every schedule scores 0."""
+    effs = {n: fig5_efficiency(c, key) for n, c in table.items()}
+    effs = {n: e for n, e in effs.items() if np.isfinite(e)}
+    if not effs or max(effs.values()) == 0.0:
+        return "none (every schedule misses a level the criterion needs)"
+    best = max(effs, key=effs.get)
+    return f"{best} ({_fig5_cell(table[best], key)})"
+
+
 def _checks_section(out: Path) -> list[str]:
     lines = []
     f1 = _load(out, "fig1_entropy")
     if f1:
         lines += ["## Figure 1 checks (budget identity, I-MMSE)", "",
-                  "| data | method | budget integral | target | holds | I-MMSE max rel. error | holds |",
-                  "|---|---|---|---|---|---|---|"]
+                  "Budget rule: |integral - target| <= tolerance = BUDGET_ATOL_QUAD + integration error + "
+                  "MC_NSIGMA x standard error of the difference, and the interval covers the budget "
+                  "(theory/information/budget.py, BUDGET_RULE).  I-MMSE rule: the largest relative error of the "
+                  "finite difference -dH/dlam against h, over the tested levels, <= its tolerance "
+                  "(theory/information/i_mmse.py, I_MMSE_RULE).", "",
+                  "| data | method | budget integral | target | abs. difference vs tolerance (s.e. of difference) | "
+                  "holds | I-MMSE max rel. error vs tolerance | holds |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in f1["rows"]:
             b = r.get("budget")
             i = r.get("i_mmse")
-            lines.append(f"| {r['spec']} | {r['method']} | {(_f(b['integral']) if b else float('nan')):.6g} | "
-                         f"{(_f(b['target']) if b else float('nan')):.6g} | {b['holds'] if b else '-'} | "
-                         f"{(_f(i['max_rel_error']) if i else float('nan')):.2e} | {i['holds'] if i else '-'} |")
+            if b:
+                why_b = "tolerance not recorded in this numbers file (written before it was)"
+                diff = abs(_f(b["integral"]) - _f(b["target"]))
+                budget = (f"{num(b['integral'], '.6g')} | {num(b['target'], '.6g')} | "
+                          f"{num(diff, '.3g')} vs {num(b.get('tolerance'), '.3g', why=why_b)} "
+                          f"(s.e. {num(b.get('stderr'), '.2g')}) | {'yes' if b['holds'] else 'no'}")
+            else:
+                why = _cell(r.get("budget_not_computed", "continuous data: no finite entropy budget"))
+                budget = f"not computed ({why}) | | | "
+            if i:
+                imm = (f"{num(i['max_rel_error'], '.2e')} vs "
+                       f"{num(i.get('tolerance'), '.2g', why='tolerance not recorded in this numbers file')} | "
+                       f"{'yes' if i['holds'] else 'no'}")
+            else:
+                why = _cell(r.get("i_mmse_not_computed", "Monte-Carlo model: a centred difference of Monte-Carlo "
+                                                          "estimates has no usable accuracy"))
+                imm = f"not computed ({why}) | "
+            lines.append(f"| {r['spec']} | {r['method']} | {budget} | {imm} |")
         if f1.get("skipped"):
             lines.append("")
             lines.append("Skipped: " + ", ".join(s["spec"] for s in f1["skipped"]))
@@ -333,25 +430,41 @@ def _checks_section(out: Path) -> list[str]:
     f5 = _load(out, "fig5_efficiency")
     if f5:
         lines += ["## Figure 5: best schedule per data set", "",
-                  "| data [family] | best by V(p)/V(p*) | sqrt-entropic V ratio | EDM V ratio | best independent-learner factor | EDM factor |",
-                  "|---|---|---|---|---|---|"]
+                  "Efficiencies in [0, 1] (docs/THEORY.md section 6.5): 1 = optimal, 0 = the schedule puts no mass "
+                  "on a level the criterion needs (its V, L or loss factor is infinite).  Fully coupled: "
+                  "V(p*)/V(p); independent learners: 1/F(p).", "",
+                  "| data [family] | best by V(p*)/V(p) | sqrt-entropic V(p*)/V(p) | EDM V(p*)/V(p) | "
+                  "best by L(p*)/L(p) | sqrt-entropic L(p*)/L(p) | EDM L(p*)/L(p) | "
+                  "best by 1/F (independent learners) | sqrt-entropic 1/F | EDM 1/F |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for r in f5["rows"]:
             t = r["table"]
-            bv = min(t, key=lambda k: _f(t[k]["V_ratio"]))
-            bf = min(t, key=lambda k: _f(t[k]["il_factor"]))
-            lines.append(f"| {r['data']} [{r['family']}] | {bv} ({_f(t[bv]['V_ratio']):.3g}) | "
-                         f"{_f(t['sqrt-entropic']['V_ratio']):.3g} | {_f(t['edm_lognormal']['V_ratio']):.3g} | "
-                         f"{bf} ({_f(t[bf]['il_factor']):.3g}) | {_f(t['edm_lognormal']['il_factor']):.3g} |")
+            lines.append(f"| {r['data']} [{r['family']}] | {_fig5_best(t, 'V_efficiency')} | "
+                         f"{_fig5_cell(t['sqrt-entropic'], 'V_efficiency')} | "
+                         f"{_fig5_cell(t['edm_lognormal'], 'V_efficiency')} | {_fig5_best(t, 'L_efficiency')} | "
+                         f"{_fig5_cell(t['sqrt-entropic'], 'L_efficiency')} | "
+                         f"{_fig5_cell(t['edm_lognormal'], 'L_efficiency')} | {_fig5_best(t, 'il_efficiency')} | "
+                         f"{_fig5_cell(t['sqrt-entropic'], 'il_efficiency')} | "
+                         f"{_fig5_cell(t['edm_lognormal'], 'il_efficiency')} |")
         lines += ["", f"Data scale: {f5['data_scale']}.", ""]
     f4 = _load(out, "fig4_rmt")
     if f4:
         lines += ["## Figure 4: random-matrix checks", "", "| check | holds | headline | tolerance | what |",
                   "|---|---|---|---|---|"]
         for k, c in f4["checks"].items():
-            lines.append(f"| {k} | {c['holds']} | {c['headline']} = {_f(c['headline_value']):.3g} | {c['tolerance']:g} | "
-                         f"{_cell(c['message'])} |")
+            lines.append(f"| {k} | {'yes' if c['holds'] else 'no'} | {c['headline']} = {num(c['headline_value'])} | "
+                         f"{num(c['tolerance'], 'g')} | {_cell(c['message'])} |")
         lines.append("")
     return lines
+
+
+def _earlier_seconds(out: Path, name: str):
+    """Seconds the run that wrote ``name``'s numbers took, from its ``.config.json`` (None if unknown)."""
+    p = out / f"{name}.config.json"
+    try:
+        return float(json.loads(p.read_text())["elapsed_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed: dict | None = None,
@@ -380,6 +493,9 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
         The report's path.
     """
     out = Path(out_dir)
+    fresh = set(fresh)
+    # figures whose numbers this run read from an earlier run (only known when the caller gives provenance)
+    reused = {n for n in (provenance or {}) if n not in fresh and n not in (failed or {})}
     claims = evaluate_claims(out)
     lines = ["# noisealloc: reproduction report", ""]
     if mode:
@@ -411,8 +527,11 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                 st = [t["step_time"] for t in cells["timings"] if t.get("step_time")]
                 ct = sum(t["compile_time"] or 0.0 for t in cells["timings"])
                 tot = sum(t["seconds"] for t in cells["timings"])
+                when = ("by the earlier run that made these numbers (this run reused them; see the provenance "
+                        "table)" if "fig6_training" in reused else "in this run")
+                step = f"median step time {1e3 * float(np.median(st)):.2f} ms" if st else "no step timed"
                 counts = (f"  Cells: {c['total']} ({c['cached']} reused from the cell cache, {c['computed']} computed "
-                          f"in this run); median step time {1e3 * float(np.median(st)):.2f} ms; compiling "
+                          f"{when}); {step}; compiling "
                           f"{ct:.1f} s of {tot:.1f} s cell time ({100 * ct / max(tot, 1e-9):.1f}%).")
                 sc = cells.get("schedules")
                 if sc:  # absent in files written before the schedules had cells of their own
@@ -445,8 +564,14 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                          f"{prov['numbers_sha256'][:12]} | {'computed' if name in set(fresh) else 'reused'} |")
         lines.append("")
     if timings:
-        lines += ["## Run times", "", "| figure | seconds |", "|---|---|"]
-        lines += [f"| {k} | {v:.1f} |" for k, v in timings.items()]
+        lines += ["## Run times", "", "| figure | seconds in this run |", "|---|---|"]
+        for k, v in timings.items():
+            if k in reused:
+                earlier = _earlier_seconds(out, k)
+                lines.append(f"| {k} | not run: numbers reused from an earlier run"
+                             + (f" (which took {earlier:.1f} s)" if earlier is not None else "") + " |")
+            else:
+                lines.append(f"| {k} | {num(v, '.1f', why='no timing')} |")
         lines.append("")
     path = out / "REPORT.md"
     C.write_text(path, "\n".join(lines))

@@ -180,7 +180,8 @@ def _plot(args, result):
     ax1b.set_ylabel("atom weight")
     ax1b.set_ylim(0, max(weights.max() * 1.15, 1e-3))
     ax1.set_xlabel(r"log-SNR $\lambda$")
-    ax1.set_title(f"{args.criterion}-optimal allocation: {support.size} atoms ({prob.family}, m = {prob.m})",
+    atoms = f"{support.size} atom{'' if support.size == 1 else 's'}"
+    ax1.set_title(f"{args.criterion}-optimal allocation: {atoms} ({prob.family}, m = {prob.m})",
                   fontsize=9)
     h1, l1 = ax1.get_legend_handles_labels()
     h2, l2 = ax1b.get_legend_handles_labels()

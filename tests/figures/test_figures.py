@@ -107,7 +107,8 @@ def test_fig6_independent_control_words(sim, se, word):
                                       "rows": [{"schedule": "cosine", "simulated_factor": sim, "simulated_se": se,
                                                 "exact_factor": 1.3, "predicted_factor": 1.25}]}}
     row = [ln for ln in R.fig6_controls(f6) if ln.startswith("| cosine |")]
-    assert len(row) == 1 and row[0].split("|")[5].strip().startswith(word), row
+    assert len(row) == 1 and row[0].split("|")[6].strip().startswith(word), row
+    assert f"{se:.2g}" in row[0] and "1.3" in row[0]  # the numbers and the tolerance the word was decided on
 
 
 def test_coupling_claims_follow_the_numbers(tmp_path):
@@ -186,6 +187,13 @@ def test_fig5_reproducible_small(tmp_path, monkeypatch):
     assert t["sqrt-entropic"]["il_factor"] == pytest.approx(1.0, abs=1e-9)
     assert all(C.from_json_float(v["il_factor"]) >= 1 - 1e-9 for v in t.values())
     assert all(C.from_json_float(v["V_ratio"]) >= 1 - 1e-6 for v in t.values())
+    # the figure's orientation (docs/THEORY.md section 6.5): every efficiency in [0, 1], the reciprocal of its ratio
+    for v in t.values():
+        for eff, ratio in (("V_efficiency", "V_ratio"), ("L_efficiency", "L_ratio"), ("il_efficiency", "il_factor")):
+            e, r = C.from_json_float(v[eff]), C.from_json_float(v[ratio])
+            assert 0.0 <= e <= 1.0
+            assert e == (0.0 if r == np.inf else pytest.approx(1.0 / r, rel=1e-5))
+    assert t["sqrt-entropic"]["il_efficiency"] == pytest.approx(1.0, abs=1e-9)
 
 
 class _LazyInlineClient:
@@ -382,3 +390,174 @@ def test_figure5_takes_the_command_lines_law(tmp_path):
     assert main(["schedule", "--from-data", "digits", "--levels", "17", "--samples", "64", "--seed", "3",
                  "--out", str(out)]) == 0
     np.testing.assert_allclose(load_json(out).pdf_values, fig.result.schedule.pdf_values, rtol=1e-12, atol=0)
+
+
+# ------------------------------------------------------------------ REPORT.md: numbers, rules, tolerances (issue 29)
+_NONFINITE = r"\binf\b|\bnan\b"
+
+
+def _fig1_doc():
+    """Figure 1 rows: a deterministic discrete row (with tolerances), an old-format Monte-Carlo row (no
+    tolerance recorded, no I-MMSE), a continuous row (no budget)."""
+    imm = {"lam": [0.0], "fd": [1.0], "rate": [1.0], "rel_error": [1e-9], "max_rel_error": 2e-9, "holds": True,
+           "tolerance": 1e-6, "rule": "r"}
+    return {"rows": [
+        {"spec": "dirac:K=2", "method": "quadrature", "budget": {"integral": 0.6931, "target": 0.6931472,
+         "abs_error": 1e-9, "stderr": 0.0, "holds": True, "tolerance": 1.5e-8}, "i_mmse": imm},
+        {"spec": "digits", "method": "monte-carlo", "budget": {"integral": 7.785, "target": 7.494, "abs_error": 0.1,
+         "stderr": 0.12, "holds": True}},
+        {"spec": "gaussian:D=8", "method": "closed form", "i_mmse": imm,
+         "budget_not_computed": "continuous data: H(pi) is not finite"}]}
+
+
+def _fig4_doc(v_iv=0.4):
+    def chk(holds, head, val, tol):
+        return {"name": head, "holds": holds, "headline": head, "headline_value": val, "tolerance": tol,
+                "message": f"{head} = {val} vs {tol}", "data": {}, "measured": {}}
+    iv = chk(True, "factor_gap", v_iv, 0.05)
+    iv["measured"] = {"factor_coupled": 1.4, "factor_decoupled": 1.0}
+    return {"checks": {"ii": chk(True, "max_rel_diff", 1e-9, 1e-6), "iii": chk(False, "slope_l1", -0.5, 0.2),
+                       "iv": iv}}
+
+
+def _fig5_doc():
+    """One new-format row (efficiencies stored) and one old-format row (ratios only, every V infinite)."""
+    new = {n: {"V": 2.0, "V_ratio": 2.0, "L": 1.0, "L_ratio": 1.0, "il_factor": 1.25, "V_efficiency": 0.5,
+               "L_efficiency": 1.0, "il_efficiency": 0.8} for n in ("sqrt-entropic", "edm_lognormal", "cosine")}
+    old = {n: {"V": "inf", "V_ratio": "inf", "L": 3.0, "L_ratio": 3.0, "il_factor": f}
+           for n, f in (("sqrt-entropic", 1.0), ("edm_lognormal", 1.54e65), ("cosine", "inf"))}
+    return {"rows": [{"data": "a", "family": "f", "table": new}, {"data": "b", "family": "g", "table": old}],
+            "schedules": ["sqrt-entropic", "edm_lognormal", "cosine"], "data_scale": "test"}
+
+
+def _fig2_doc():
+    r = {"status": 0, "rel_gap": 3e-8, "n_atoms": 3, "atom_bound": 5, "kind": "duality"}
+    return {"lam": list(range(20)), "rows": [{"data": "x", "family": "f", "L": r, "sandwich": {**r, "rel_gap": "nan"}}]}
+
+
+def _all_numbers(tmp_path):
+    C.write_json(tmp_path / "fig1_entropy.json", _fig1_doc())
+    C.write_json(tmp_path / "fig2_atoms.json", _fig2_doc())
+    C.write_json(tmp_path / "fig4_rmt.json", _fig4_doc())
+    C.write_json(tmp_path / "fig5_efficiency.json", _fig5_doc())
+    C.write_json(tmp_path / "fig6_training.json", _fig6_doc((3.0, 2.0, 4.0), (1.0, 0.9, 1.1)))
+    rows = [{"J": 1, "n_atoms": 1, "atom_bound": 4, "gap": 0.0, "converged": True, "efficiency": 0.3, "w1": 2.0},
+            {"J": 16, "n_atoms": 9, "atom_bound": 99, "gap": 1e-9, "converged": True, "efficiency": 0.95, "w1": 0.5}]
+    C.write_json(tmp_path / "fig3_coupling.json", {"cases": [{"data": "x", "family": "f", "rows": rows}], "sizes": {}})
+
+
+def test_num_writes_reasons_never_nonfinite():
+    import re
+
+    assert R.num(0.5, ".2f") == "0.50"
+    for x in (None, float("nan"), "nan"):
+        assert R.num(x, why="w") == "not computed (w)"
+    assert R.num("inf", why_infinite="starved") == "not finite (starved)"
+    assert not re.search(_NONFINITE, " ".join(R.num(x) for x in (None, "nan", "inf", "-inf", float("inf"))), re.I)
+
+
+def test_report_has_no_inf_or_nan(tmp_path):
+    """Acceptance of issue 29: a report built from numbers holding inf and nan prints neither."""
+    import re
+
+    _all_numbers(tmp_path)
+    text = R.write_report(tmp_path, timings={"fig1_entropy": 1.0, "total": float("nan")}).read_text()
+    hits = [ln for ln in text.splitlines() if re.search(_NONFINITE, ln, re.I)]
+    assert hits == []
+    # missing numbers are reasons
+    assert "not computed (continuous data: H(pi) is not finite)" in text
+    assert "not computed (Monte-Carlo model" in text  # digits' I-MMSE
+    assert "tolerance not recorded" in text  # an old numbers file's budget row
+    # figure 5: efficiencies, and an all-zero row names no best schedule
+    row_b = next(ln for ln in text.splitlines() if ln.startswith("| b [g] |"))
+    assert "none (every schedule misses a level the criterion needs)" in row_b
+    assert "sqrt-entropic (1.000)" in row_b  # its independent-learner efficiency 1/F = 1
+    row_a = next(ln for ln in text.splitlines() if ln.startswith("| a [f] |"))
+    assert "0.500" in row_a and "0.800" in row_a
+
+
+def _rows_of(table):
+    return [ln for ln in table if ln.startswith("|") and not ln.startswith("|---") and not ln.startswith("| figure")
+            and not ln.startswith("| continuous data") and not ln.startswith("| data |")]
+
+
+@pytest.mark.parametrize("cid, needles", [
+    # claim -> what every counted row must print: the numbers the rule used and its tolerance
+    ("C1", [["3 <= 5", "< 10", "gap 3.0e-08 <= 1e-06"], ["3 <= 5", "< 10", "status 0 == 0"],
+            ["1 <= 4", "converged True"], ["9 <= 99", "converged True"]]),
+    ("C2", [["0.950 >= 0.9", "W1 0.500 < 2.000"], ["max_rel_diff = 1e-09", "tolerance 1e-06"],
+            ["slope_l1 = -0.5", "tolerance 0.2"]]),
+    ("C3", [["0.300 < 0.9", "0.300 < 0.950"], ["factor_gap = 0.4", "tolerance 0.05", "1.400", "1.000"],
+            ["not counted"]]),
+    ("C4", [["[2, 4]"], ["[1.2, 1.9]"], ["[0.9, 1.1]"], ["[1.2, 1.9]"]]),
+    ("C5", [["1 [0.9, 1.1]", "interval vs 0.8"]]),
+])
+def test_every_verdict_prints_rule_numbers_and_tolerance(tmp_path, cid, needles):
+    _all_numbers(tmp_path)
+    c = R.evaluate_claims(tmp_path)[cid]
+    assert c["rule"].startswith("Rule") and any(ch.isdigit() for ch in c["rule"])  # the rule names its threshold
+    rows = _rows_of(c["table"])
+    assert len(rows) == len(needles), rows
+    for row, want in zip(rows, needles):
+        for w in want:
+            assert w in row, (w, row)
+
+
+def test_figure1_checks_print_tolerance_and_standard_error(tmp_path):
+    _all_numbers(tmp_path)
+    text = R.write_report(tmp_path).read_text()
+    dirac = next(ln for ln in text.splitlines() if ln.startswith("| dirac:K=2 |"))
+    assert "vs 1.5e-08" in dirac and "2.00e-09 vs 1e-06" in dirac and "| yes |" in dirac
+    digits = next(ln for ln in text.splitlines() if ln.startswith("| digits |"))
+    assert "0.291 vs not computed (tolerance not recorded" in digits and "(s.e. 0.12)" in digits
+    assert "Budget rule:" in text and "I-MMSE rule:" in text
+
+
+def test_resumed_report_agrees_with_its_provenance(tmp_path):
+    """A report whose numbers were all reused says so in every place: no 'computed in this run', no 0.0 s."""
+    from noisealloc.figures import provenance as P
+
+    _all_numbers(tmp_path)
+    C.write_json(tmp_path / "fig6_cells.json", {"cells": {"total": 48, "cached": 0, "computed": 48},
+                                                "timings": [{"step_time": 0.001, "compile_time": 1.0,
+                                                             "seconds": 10.0}]})
+    C.write_json(tmp_path / "fig6_training.config.json", {"elapsed_seconds": 123.4})
+    names = ("fig1_entropy", "fig6_training")
+    prov = {}
+    for n in names:
+        req = P.make_request(n, quick=True, seed=0, mnist=None, code="abc")
+        prov[n] = {"request": req, "request_hash": P.request_hash(req), "numbers_sha256": "0" * 64}
+    timings = {"fig1_entropy": 0.0, "fig6_training": 0.0, "total": 0.2}
+    text = R.write_report(tmp_path, timings=timings, provenance=prov, fresh=()).read_text()
+    assert text.count("| reused |") == 2 and "| computed |" not in text
+    assert "computed in this run" not in text and "48 computed by the earlier run" in text
+    runs = text.split("## Run times")[1]
+    assert "| fig6_training | not run: numbers reused from an earlier run (which took 123.4 s) |" in runs
+    assert "| fig1_entropy | 0.0 |" not in runs and "| fig1_entropy | not run" in runs
+    # a fresh run says "computed in this run"
+    fresh = R.write_report(tmp_path, timings=timings, provenance=prov, fresh=names).read_text()
+    assert "48 computed in this run" in fresh and "| fig6_training | 0.0 |" in fresh
+
+
+def test_fig5_plot_reads_old_numbers_as_efficiencies(tmp_path):
+    """A numbers file with only ratios (inf included) is drawn as efficiencies in [0, 1]."""
+    from noisealloc.figures import fig5_efficiency as F5
+
+    doc = json.loads(C.write_json(tmp_path / "x.json", _fig5_doc()).read_text())
+    M = F5._efficiency_matrix(doc, "V_efficiency")
+    assert M.tolist() == [[0.5, 0.5, 0.5], [0.0, 0.0, 0.0]]
+    M = F5._efficiency_matrix(doc, "il_efficiency")
+    assert M[1, 0] == 1.0 and 0.0 < M[1, 1] < 1e-64 and M[1, 2] == 0.0
+    assert [F5.cell_text(e) for e in (1.0, 0.456, 0.001, 6.2e-20, 0.0, float("nan"))] == [
+        "1.00", "0.46", "1e-3", "6e-20", "0", "n/c"]
+    F5.plot(doc, tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+def test_fig5_efficiency_orientation():
+    from noisealloc.figures import fig5_efficiency as F5
+
+    assert F5.efficiency(2.0, 4.0) == 0.5
+    assert F5.efficiency(2.0, float("inf")) == 0.0
+    assert F5.efficiency(1.0, 1.0 - 1e-7) == 1.0  # within the certified gap
+    assert F5.efficiency(1.0, 0.5) == 2.0  # a schedule "beating" the optimum shows; it is not clipped away
