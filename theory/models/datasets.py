@@ -33,6 +33,7 @@ are imported only when a SPEC needs them.
 from __future__ import annotations
 
 import gzip
+import zipfile
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -435,18 +436,22 @@ def _load_npz(spec: str, path: str):
     if not magic.startswith(b"PK"):
         raise ValueError(f"data spec {spec!r}: {file} is not an .npz file (a zip archive of arrays written by "
                          "np.savez)")
-    with np.load(file, allow_pickle=False) as z:
-        keys = set(z.files)
-        for key in sorted(keys):
-            if np.iscomplexobj(z[key]):
-                raise ValueError(f"data spec {spec!r}: {key} in {file} must be real; got dtype {z[key].dtype} "
-                                 "(complex values are not truncated to their real part)")
-        if "atoms" in keys:
-            atoms = as_float_array(z["atoms"], "atoms", ndim=2)
-            weights = as_float_array(z["weights"], "weights", ndim=1) if "weights" in keys else None
-            return "dirac", (atoms, weights)
-        if {"mean", "basis", "variances"} <= keys:
-            return "gaussian", tuple(as_float_array(z[k], k) for k in ("mean", "basis", "variances"))
+    try:
+        with np.load(file, allow_pickle=False) as z:
+            keys = set(z.files)
+            for key in sorted(keys):
+                if np.iscomplexobj(z[key]):
+                    raise ValueError(f"data spec {spec!r}: {key} in {file} must be real; got dtype {z[key].dtype} "
+                                     "(complex values are not truncated to their real part)")
+            if "atoms" in keys:
+                atoms = as_float_array(z["atoms"], "atoms", ndim=2)
+                weights = as_float_array(z["weights"], "weights", ndim=1) if "weights" in keys else None
+                return "dirac", (atoms, weights)
+            if {"mean", "basis", "variances"} <= keys:
+                return "gaussian", tuple(as_float_array(z[k], k) for k in ("mean", "basis", "variances"))
+    except (zipfile.BadZipFile, EOFError) as exc:  # a truncated or corrupt archive: name the file
+        raise ValueError(f"data spec {spec!r}: {file} is a corrupt or truncated .npz file "
+                         f"({type(exc).__name__}: {exc})") from None
     raise ValueError(
         f"data spec {spec!r}: {file} must hold an array 'atoms' (and optionally 'weights') or the arrays "
         f"'mean', 'basis', 'variances'; it holds {sorted(keys)}"

@@ -261,12 +261,20 @@ def _run_inline(spec, out, monkeypatch, **kw):
     return S.run_sweep(spec, out, client=_InlineClient(), **kw)
 
 
+def _corrupt_npz(tmp_path):
+    # passes the sweep's up-front checks (the file exists) and fails inside the cell, as a bad input
+    # that only the computation can see would
+    bad = tmp_path / "corrupt.npz"
+    bad.write_bytes(b"PK\x03\x04 not really a zip archive")
+    return f"npz:{bad}"
+
+
 def test_failed_cell_makes_sweep_incomplete_and_is_retried(tmp_path, monkeypatch):
     spec = S.parse_sweep({"sweep": {"name": "d", "kind": "coupling"},
-                          "grid": {"data": ["dirac:K=0"], "J": [1]}, "fixed": {"levels": 5}})
+                          "grid": {"data": [_corrupt_npz(tmp_path)], "J": [1]}, "fixed": {"levels": 5}})
     res = _run_inline(spec, tmp_path / "o", monkeypatch)
     assert not res.complete and len(res.failed) == 1 and res.summary_csv is None
-    assert "K" in res.failed[0]["error"]
+    assert "corrupt.npz" in res.failed[0]["error"]
     assert list((tmp_path / "o" / "cells").iterdir()) == []
     again = _run_inline(spec, tmp_path / "o", monkeypatch)
     assert again.n_cached == 0 and len(again.failed) == 1  # retried, not read from a cache
@@ -282,7 +290,7 @@ def test_cli_sweep_failed_cell_exits_nonzero(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
     monkeypatch.setattr(_InlineClient, "close", lambda self: None, raising=False)
     f = _write_toml(tmp_path / "f.toml", {"sweep": {"name": "f", "kind": "coupling"},
-                                          "grid": {"data": ["dirac:K=0"], "J": [1]}})
+                                          "grid": {"data": [_corrupt_npz(tmp_path)], "J": [1]}})
     assert main(["sweep", str(f), "--out", str(tmp_path / "o"), "--no-progress"]) == 1
     cap = capsys.readouterr()
     err = cap.err.strip().splitlines()
