@@ -134,6 +134,7 @@ def test_exact_check_agrees_with_numeric_offgrid():
     assert cert.exact.holds == (cert.offgrid.violation <= 0)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(15))
 @given(curve=psd_curves(), eps_exp=st.integers(2, 8), data=st.data())
 def test_e_gap_rigorous_near_optimum(curve, eps_exp, data):
@@ -165,6 +166,7 @@ def test_e_gap_rigorous_near_optimum(curve, eps_exp, data):
         assert -criterion_value(prob, w) <= top * (1 + 1e-13)
 
 
+@pytest.mark.slow
 def test_e_certificate_recomputed_from_weights_alone():
     """certify(A, weights, 'E') reproduces the solver's certificate from the allocation alone."""
     x = np.linspace(-1, 1, 201)

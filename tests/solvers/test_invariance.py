@@ -120,6 +120,7 @@ def test_solution_does_not_depend_on_the_polynomial_basis(deg, n, crit, seed):
     assert vm <= vc * (1.0 + 1e-7) and vc <= vm * (1.0 + 1e-7)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(10), deadline=None)
 @given(curve=psd_curves(m_max=4, n_max=30), crit=st.sampled_from(["L", "A", "D", "c", "sandwich"]),
        log_alpha=st.floats(-150.0, 150.0), seed=st.integers(0, 2**31 - 1))

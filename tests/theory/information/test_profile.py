@@ -382,6 +382,7 @@ def test_gregory_weights_are_exact_for_polynomials_of_degree_order_plus_one(orde
         gregory_weights(2 * order + 1, 0.1, order)
 
 
+@pytest.mark.slow
 def test_budget_on_the_grid_equals_the_adaptive_budget():
     # The grid route reuses the profile's levels; its value must agree with the adaptive Gauss-Kronrod
     # integral (new levels, an independent route) far inside BUDGET_RTOL, and its estimate must bound

@@ -196,6 +196,7 @@ def test_low_snr_limit_is_below_epsilon():
     assert LOW_SNR_LIMIT < EPS ** 1.2
 
 
+@pytest.mark.slow
 def test_huge_atoms_are_refused_and_large_ones_follow_the_scale_shift():
     """Atoms of 1e200 used to fail with 'math domain error' (their squared distances overflow); they are
     refused with the rescaling rule.  Atoms c*mu at lam are atoms mu at lam + 2 log c (x = x0 + sigma eps

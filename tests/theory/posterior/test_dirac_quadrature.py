@@ -77,7 +77,7 @@ def test_1d_random_mixtures_against_mpmath(seed, k, lam):
 
 
 # ------------------------------------------------------------------ 2-D rules on a rotated line vs mpmath
-@pytest.mark.parametrize("lam", [-14.0, -6.0, -1.5, 0.5, 2.0, 4.0, 6.0, 8.0])
+@pytest.mark.parametrize("lam", [-14.0, -6.0, -1.5, 0.5] + [pytest.param(v, marks=pytest.mark.slow) for v in (2.0, 4.0, 6.0, 8.0)])
 def test_2d_rules_on_collinear_atoms_against_mpmath(lam):
     """Three collinear atoms on a rotated line in the plane, integrated by the 2-D rules (GH or pair
     frames, chosen per level) against the 1-D 30-digit reference of the same law."""

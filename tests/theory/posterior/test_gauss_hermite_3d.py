@@ -122,7 +122,7 @@ def test_reference_is_converged():
     assert np.all(np.abs(a / b - 1.0) <= 1e-12)
 
 
-@pytest.mark.parametrize("seed,k", [(0, 4), (1, 5), (2, 6)])
+@pytest.mark.parametrize("seed,k", [(0, 4), pytest.param(1, 5, marks=pytest.mark.slow), pytest.param(2, 6, marks=pytest.mark.slow)])
 def test_gauss_hermite_levels_against_single_frame_reference(seed, k):
     """(a) K = 4-6 atoms in general position, unequal weights: mmse, H and h at the GH levels."""
     model = _mixture(seed, k)

@@ -29,7 +29,7 @@ def _near_duplicates():
 
 
 @pytest.mark.parametrize("kernel", ["numba", "numpy"])
-@pytest.mark.parametrize("screen", [16, 4])  # 4 = n_neighbours: no atom's list can prove itself complete
+@pytest.mark.parametrize("screen", [16, pytest.param(4, marks=pytest.mark.slow)])  # 4 = n_neighbours: no atom's list can prove itself complete
 @pytest.mark.parametrize("rank", [128, 6, 1])  # 128 >= D: no projection; 1: bounds too loose for most lists
 def test_neighbour_pairs_equal_brute_force(kernel, screen, rank):
     m = load_data("digits")
