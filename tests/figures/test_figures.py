@@ -151,6 +151,7 @@ def test_fig1_reproducible_small(tmp_path, monkeypatch):
     assert doc["rows"][1]["spec"] == "gaussian:D=4,k=1,seed=0" and doc["rows"][1]["i_mmse"]["holds"]
 
 
+@pytest.mark.slow
 def test_fig2_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig2_atoms as F
 

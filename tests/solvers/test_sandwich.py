@@ -81,6 +81,7 @@ def test_value_is_invariant_under_any_diagonal_reparametrisation(data, log_scale
     np.testing.assert_allclose(scaled, base, rtol=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(8))
 @given(curve=psd_curves(m_max=3, n_max=25))
 def test_kkt_stationarity(curve):
@@ -171,6 +172,7 @@ def test_simulated_training_matches_sandwich_long():
     _check_simulation(N=20000, n_seeds=3000)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 2**16), n_exact=st.integers(8, 60))
 def test_many_identical_exact_levels_still_certify(seed, n_exact):

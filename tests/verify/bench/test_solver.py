@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from noisealloc.cli import main
 from noisealloc.theory.tolerances import FW_GAP_RTOL
 from noisealloc.verify.bench import solver as bench_solver
@@ -55,6 +57,7 @@ def test_measure_reduction_row():
     assert r.moment_residual < 1e-14 and r.seconds > 0 and r.baseline_seconds > 0 and r.ratio > 0
 
 
+@pytest.mark.slow
 def test_bench_solver_e_rows_print_and_certify(capsys):
     assert main(["bench", "solver", "--sizes", "30", "--problems", "rank3", "--no-cvxpy", "--e-sizes", "3:41,4:61"]) == 0
     out = capsys.readouterr().out
