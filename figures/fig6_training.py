@@ -187,25 +187,39 @@ def _compute_independent(*, quick: bool, seed: int, out_dir, scheduler=None, pro
 # ----------------------------------------------------------------------------- regime (iii)
 NEURAL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda",
                     "online", "sqrt-pilot")
+#: The schedule every other one is compared with (the claims are about it).
+REFERENCE = "sqrt-entropic"
+#: Loss-weight ablation of regime (iii): the main runs use EDM's weight; these schedules of this data set
+#: are also trained with the other weights, to see whether the EDM - sqrt(h) comparison depends on it.
+ABLATION_DATA = "digits"
+ABLATION_SCHEDULES = ("sqrt-entropic", "edm_lognormal", "uniform_lambda")
+#: Late targets (shares of the best schedule's improvement) and equal-compute checkpoints (shares of the
+#: run) of the comparison (verify.experiments.training_comparison.compare_training).
+TARGET_FRACTIONS = (0.9, 1.0)
+EQUAL_COMPUTE_AT = (0.25, 0.5, 1.0)
+#: The late target that decides C4/C5 (the other is reported beside it).
+VERDICT_FRACTION = 0.9
 
 
 def _neural_sizes(quick: bool) -> dict:
+    """Regime (iii)'s options: one training recipe for every schedule; run lengths per data kind.
+
+    Measured on 2 cores (one XLA thread per worker, quiet machine): a step of the 128 x 3 MLP takes
+    0.9-1.2 ms (Dirac D = 8, digits D = 64) and about 2.5 ms on MNIST (D = 784); an evaluation on the frozen
+    set 10-60 ms (MNIST ~0.4 s).  Quick: 48 main cells + 6 ablation cells, about 2 minutes on 2 workers.
+    Full: 200 main cells with MNIST + 30 ablation cells, about 25 minutes.  The Dirac mixture trains
+    longest because it is the data set with a known floor (the Bayes denoiser's held-out loss): with
+    30,000 steps the best schedule ends about 2x above it (measured: uniform-lambda 6.3 nats against a
+    floor of 3.13 after 20,000 steps), which the figure shows.
+    """
+    common = {"batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "checkpoints": 20,
+              "eval_levels": 33, "h_levels": 49, "h_samples": 256, "online_refresh": 25, "loss_weight": "edm",
+              "warmup_fraction": 0.05}
     if quick:
-        return {"steps": 1500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 3,
-                "checkpoints": 9, "eval_levels": 33, "eval_n": 256, "h_levels": 49, "h_samples": 256,
-                "online_refresh": 100}
-    # --full: 5 data x 8 schedules x 5 seeds = 200 cells.  Measured per cell under load (one XLA thread):
-    # a step 1.3-1.5 ms (Dirac, digits) or 3.2 ms (MNIST, D = 784); evaluations 1.3-3.3 s.  The
-    # population h of MNIST (70 s, both entropic rules) and the pilot runs are built once, in the
-    # schedule cells.  4000 steps projected ~2960 CPU s for this regime alone (25 min on 2 workers);
-    # 2500 steps ~2340 s, leaving room for regimes (i) and (ii): `reproduce --full` with MNIST took
-    # 29 min 21 s in all on 2 cores (2026-12-02), figure 6 24 min of it.  Seeds stay at 5 (the
-    # issue's minimum for the bootstrap intervals).  The MNIST cells use the MLP, not the small CNN of
-    # verify.neural: its step takes 118 ms against the MLP's 2 ms (`noisealloc bench training`), i.e.
-    # about 6.5 hours for the 80 MNIST cells.
-    return {"steps": 2500, "batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "seeds": 5,
-            "checkpoints": 11, "eval_levels": 49, "eval_n": 512, "h_levels": 65, "h_samples": 256,
-            "online_refresh": 100}
+        return {**common, "seeds": 3, "eval_n": 256, "steps": {"dirac": 4000, "digits": 2500},
+                "ablation_weights": ["none"]}
+    return {**common, "seeds": 5, "eval_levels": 49, "eval_n": 512, "h_levels": 65,
+            "steps": {"dirac": 30000, "digits": 8000, "mnist": 3000}, "ablation_weights": ["none", "elbo"]}
 
 
 def _neural_data(quick: bool, mnist) -> list[str]:
@@ -218,77 +232,176 @@ def _neural_data(quick: bool, mnist) -> list[str]:
     return names
 
 
+def _data_kind(name: str) -> str:
+    """``dirac``, ``digits`` or ``mnist``: the key of a data set's run length."""
+    return "dirac" if name.startswith("dirac") else ("mnist" if name.startswith("mnist") else "digits")
+
+
+def _slug(name: str) -> str:
+    """A folder name for a data set's cells (an MNIST path is dropped: the cells' keys hold it)."""
+    import re
+
+    base = name.split(":")[0] if name.startswith("mnist") else name
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
+
+
+def _cell_options(sz: dict, data: str) -> dict:
+    fixed = {k: v for k, v in sz.items() if k not in ("seeds", "steps", "ablation_weights")}
+    fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX, "steps": sz["steps"][_data_kind(data)]})
+    return fixed
+
+
+def _train_cells(data: str, schedules, seeds, fixed: dict, out_dir, scheduler, progress, tag: str, shared):
+    """The (schedule x seed) training cells of one data set and loss weight: ``{(schedule, seed): result}``."""
+    spec = _spec(f"fig6-neural-{tag}", "neural", {**fixed, "data": data},
+                 {"schedule": list(schedules), "seed": list(seeds)})
+    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR / tag, scheduler, progress, f"(iii) {tag}",
+                                     shared)
+    out = {}
+    for rec in records:
+        c = rec["config"]
+        if "error" in rec["result"]:
+            raise RuntimeError(f"fig6 cell {c} failed: {rec['result']['error']}")
+        out[(c["schedule"], c["seed"])] = rec["result"]
+    counts["timings"] = [{"data": data, "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
+                          "loss_weight": fixed["loss_weight"], "seconds": r["seconds"],
+                          "compile_time": r["result"].get("compile_time"), "step_time": r["result"].get("step_time"),
+                          "eval_time": r["result"].get("eval_time")} for r in records]
+    return out, counts
+
+
+def _add_counts(total: dict, c: dict) -> None:
+    for k in ("total", "cached", "computed"):
+        total[k] = total.get(k, 0) + c[k]
+    total.setdefault("timings", []).extend(c.get("timings", []))
+
+
+def _final_stats(recs: dict, schedules, seeds, key: str) -> dict:
+    """Mean and standard error over seeds of a per-checkpoint quantity at the last checkpoint, per schedule."""
+    out = {}
+    for s in schedules:
+        v = np.array([recs[(s, j)][key][-1] for j in seeds], dtype=np.float64)
+        out[s] = {"mean": float(v.mean()), "se": float(v.std(ddof=1) / np.sqrt(v.size))}
+    return out
+
+
+def _neural_row(d: str, recs: dict, seeds, sz: dict) -> dict:
+    """One data set's row: curves, final losses (nats and bits/dim, +- s.e. over seeds), the Bayes floor and
+    the comparison with the square-root entropic schedule (paired t intervals over seeds)."""
+    from noisealloc.verify.experiments.training_comparison import compare_training
+
+    first = recs[(NEURAL_SCHEDULES[0], seeds[0])]
+    steps = first["steps"]
+    curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in NEURAL_SCHEDULES}
+    cmp = compare_training(steps, curves, reference=REFERENCE, fractions=TARGET_FRACTIONS, at=EQUAL_COMPUTE_AT)
+    final = _final_stats(recs, NEURAL_SCHEDULES, seeds, "nats")
+    floor = None
+    if first.get("bayes_nats") is not None:
+        best = min(final, key=lambda s: final[s]["mean"])
+        floor = {"nats": first["bayes_nats"], "se": first["bayes_nats_se"], "best": best,
+                 "factor": final[best]["mean"] / first["bayes_nats"],
+                 "rule": "the exact Bayes denoiser's held-out loss on the same frozen set (no denoiser beats it "
+                         "in expectation); factor = best schedule's final mean loss / floor"}
+    online = recs.get(("online", seeds[0]))
+    return {
+        "data": d.split(":")[0] if d.startswith("mnist") else d,
+        "discrete": d.startswith("dirac") or "binarised" in d, "dim": first["dim"], "h_source": first["h_source"],
+        "sigma_data": first["sigma_data"], "network": first["network"], "steps": steps, "run_steps": steps[-1],
+        "mean": {s: curves[s].mean(axis=0).tolist() for s in NEURAL_SCHEDULES},
+        "stderr": {s: (curves[s].std(axis=0, ddof=1) / np.sqrt(len(seeds))).tolist() for s in NEURAL_SCHEDULES},
+        "final_nats": final, "final_bits_per_dim": _final_stats(recs, NEURAL_SCHEDULES, seeds, "bits_per_dim"),
+        "final_test_se": {s: float(np.mean([recs[(s, j)]["nats_se"][-1] for j in seeds])) for s in NEURAL_SCHEDULES},
+        "eval_n": first["eval_n"], "eval_n_used": first["eval_n_used"], "floor": floor,
+        "online_first_refresh": None if online is None else online.get("first_refresh"),
+        "online_refreshes": None if online is None else online.get("online_refreshes"),
+        "comparison": cmp,
+    }
+
+
+def _ablation(main: dict, extra: dict, seeds, weights) -> dict:
+    """The loss-weight ablation: per weight, each schedule's final loss and the paired EDM - sqrt(h)
+    difference at the end of the run (nats, t interval over seeds), and whether its sign changes."""
+    from noisealloc.verify.experiments.training_comparison import compare_training
+
+    out = {"data": ABLATION_DATA, "schedules": list(ABLATION_SCHEDULES), "weights": {}}
+    for w in ["edm", *weights]:
+        recs = main if w == "edm" else extra[w]
+        steps = recs[(ABLATION_SCHEDULES[0], seeds[0])]["steps"]
+        curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in ABLATION_SCHEDULES}
+        cmp = compare_training(steps, curves, reference=REFERENCE, fractions=TARGET_FRACTIONS, at=EQUAL_COMPUTE_AT)
+        edm = next(r for r in cmp["rows"] if r["schedule"] == "edm_lognormal")
+        end = edm["equal_compute"][-1]
+        out["weights"][w] = {"final_nats": _final_stats(recs, ABLATION_SCHEDULES, seeds, "nats"),
+                             "edm_minus_sqrt": end["difference"], "side": end["side"], "step": end["step"],
+                             "comparison": cmp}
+    sides = {w: v["side"] for w, v in out["weights"].items()}
+    decided = {w: s for w, s in sides.items() if s != "inconclusive"}
+    out["sign_changes"] = len(set(decided.values())) > 1
+    out["summary"] = ("EDM - sqrt(h) final held-out loss difference: " + "; ".join(
+        f"{w}: {v['edm_minus_sqrt']['estimate']:+.3g} nats [{v['edm_minus_sqrt']['lo']:+.3g}, "
+        f"{v['edm_minus_sqrt']['hi']:+.3g}] ({v['side']})" for w, v in out["weights"].items())
+        + ("; the sign changes with the loss weight" if out["sign_changes"] else
+           "; no decided change of sign between the loss weights"))
+    return out
+
+
 def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=None, progress=None) -> tuple[dict, dict]:
-    """Regime (iii): the (data x schedule x seed) training cells through the sweep engine (cached in
-    ``out_dir/CELLS_DIR``), then the comparison.
+    """Regime (iii): per data set, the schedules' costly parts, then the (schedule x seed) training cells,
+    through the sweep engine (cached in ``out_dir/CELLS_DIR/<data>``), then the comparison.
 
     Returns the document and the cell counters and timings.
     """
-    from noisealloc.verify.experiments.neural_efficiency import compare_schedules
+    from noisealloc.verify.experiments.sweep.spec import cell_parameters
 
     sz = _neural_sizes(quick)
     data = _neural_data(quick, mnist)
     seeds = [seed * 1000 + j for j in range(sz["seeds"])]
-    fixed = {k: v for k, v in sz.items() if k != "seeds"}
-    fixed.update({"lam_min": LAM_MIN, "lam_max": LAM_MAX})
     shared = Path(out_dir) / SHARED_DIR
-    # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
-    # Carlo), so that no two workers compute one and the training cells only read them.
-    from noisealloc.verify.experiments.sweep.spec import cell_parameters
-
-    prepared = sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY})
+    counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
     prep_counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
-    if prepared:
-        accepted = cell_parameters("fig6-schedule")
-        prep = _spec("fig6-schedules", "fig6-schedule", {k: v for k, v in fixed.items() if k in accepted},
-                     {"schedule": prepared, "data": data})
-        prep_records, prep_counts = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR, scheduler, progress,
-                                                   "(iii) schedules", shared)
-        prep_counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"],
-                                   "seconds": r["seconds"]} for r in prep_records]
-    spec = _spec("fig6-neural", "neural", fixed, {"data": data, "schedule": list(NEURAL_SCHEDULES), "seed": seeds})
-    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR, scheduler, progress, "(iii)", shared)
-    counts["schedules"] = prep_counts
-    counts["timings"] = [{"data": r["config"]["data"], "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
-                          "seconds": r["seconds"], "compile_time": r["result"].get("compile_time"),
-                          "step_time": r["result"].get("step_time"), "eval_time": r["result"].get("eval_time")}
-                         for r in records]
-    rows = []
+    accepted = cell_parameters("fig6-schedule")
+    prepared = sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY})
+    rows, ablation_recs = [], {}
     for d in data:
-        recs = {}
-        for rec in records:
-            c = rec["config"]
-            if c["data"] == d:
-                if "error" in rec["result"]:
-                    raise RuntimeError(f"fig6 cell {c} failed: {rec['result']['error']}")
-                recs[(c["schedule"], c["seed"])] = rec["result"]
-        steps = recs[(NEURAL_SCHEDULES[0], seeds[0])]["steps"]
-        curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in NEURAL_SCHEDULES}
-        cmp = compare_schedules(steps, curves, reference="sqrt-entropic", rng=np.random.default_rng([seed, 90]))
-        first = recs[(NEURAL_SCHEDULES[0], seeds[0])]
-        gap = None
-        if first["gap_nats"] is not None:
-            gap = {s: np.array([recs[(s, j)]["gap_nats"] for j in seeds]).mean(axis=0).tolist() for s in NEURAL_SCHEDULES}
-        label = d.split(":")[0] if d.startswith("mnist") else d
-        rows.append({
-            "data": label, "discrete": d.startswith("dirac") or "binarised" in d, "dim": first["dim"],
-            "h_source": first["h_source"], "sigma_data": first["sigma_data"], "network": first["network"],
-            "steps": steps,
-            "mean": {s: curves[s].mean(axis=0).tolist() for s in NEURAL_SCHEDULES},
-            "stderr": {s: (curves[s].std(axis=0, ddof=1) / np.sqrt(len(seeds))).tolist() for s in NEURAL_SCHEDULES},
-            "bits_per_dim_final": {s: float(np.mean([recs[(s, j)]["bits_per_dim"][-1] for j in seeds]))
-                                   for s in NEURAL_SCHEDULES},
-            "gap_mean": gap, "comparison": cmp,
-        })
-    doc = {"schedules": list(NEURAL_SCHEDULES), "seeds": seeds, "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
-           "rows": rows, "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
-           "target_rule": "target = L0 - 1/2 (L0 - max over schedules of the final mean held-out loss), L0 the "
-                          "shared initial loss; steps to target = the step from which the mean curve stays at or "
-                          "below it, by log-log interpolation between checkpoints; "
-                          "ratio = steps(schedule) / steps(sqrt-entropic) with a 95% paired bootstrap interval "
-                          "over seeds (> 1: the square-root entropic schedule needs fewer steps)",
+        fixed = _cell_options(sz, d)
+        # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
+        # Carlo), so that no two workers compute one and the training cells only read them.
+        prep = _spec(f"fig6-schedules-{_slug(d)}", "fig6-schedule",
+                     {**{k: v for k, v in fixed.items() if k in accepted}, "data": d}, {"schedule": prepared})
+        prep_records, c = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR / _slug(d), scheduler, progress,
+                                         "(iii) schedules", shared)
+        c["timings"] = [{"data": d, "schedule": r["config"]["schedule"], "seconds": r["seconds"]} for r in prep_records]
+        _add_counts(prep_counts, c)
+        recs, c = _train_cells(d, NEURAL_SCHEDULES, seeds, fixed, out_dir, scheduler, progress, _slug(d), shared)
+        _add_counts(counts, c)
+        rows.append(_neural_row(d, recs, seeds, sz))
+        if d == ABLATION_DATA:
+            ablation_recs["edm"] = recs
+            for w in sz["ablation_weights"]:
+                recs_w, c = _train_cells(d, ABLATION_SCHEDULES, seeds, {**fixed, "loss_weight": w}, out_dir, scheduler,
+                                         progress, f"{_slug(d)}-{w}", shared)
+                _add_counts(counts, c)
+                ablation_recs[w] = recs_w
+    counts["schedules"] = prep_counts
+    ablation = (_ablation(ablation_recs["edm"], ablation_recs, seeds, sz["ablation_weights"])
+                if "edm" in ablation_recs else None)
+    first_rule = rows[0]["comparison"]["rule"] if rows else ""
+    doc = {"schedules": list(NEURAL_SCHEDULES), "reference": REFERENCE, "seeds": seeds, "sizes": sz,
+           "interval": [LAM_MIN, LAM_MAX], "rows": rows, "ablation": ablation,
+           "verdict_fraction": VERDICT_FRACTION,
+           "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
+           "training": (f"Adam, batch {sz['batch_size']}, step size {sz['learning_rate']:g} after a linear warm-up over "
+                        f"the first {100 * sz['warmup_fraction']:g}% of the run, EDM's loss weight "
+                        "1/c_out^2 = e^lam + 1/sigma_data^2 on the preconditioned x0 denoiser (the same for every "
+                        "schedule; " + " and ".join({"none": "the unweighted x0 loss", "elbo": "the ELBO weight"}[w]
+                                                   for w in sz["ablation_weights"])
+                        + f" as an ablation on {ABLATION_DATA}), evaluated on an exponential moving average of the weights (half-life "
+                        "2% of the run); the online estimator re-reads its schedule every "
+                        f"{sz['online_refresh']} steps, so it has acted many times before the judged window"),
+           "target_rule": first_rule,
            "metric": "held-out diffusion loss 1/2 int e^lam E||D(x, lam) - x0||^2 dlam (nats per example) on a "
-                     "frozen test set (never trained on; same noise for every schedule and seed)",
+                     "frozen test set (never trained on; same noise for every schedule and seed); bits per "
+                     "dimension = nats / (D ln 2)",
            "h_note": "square-root entropic: exact h for the Dirac mixture; empirical h of the training split for "
                      "binarised images (discrete data); population h (manifold-smoothed training split) for "
                      "grey-level images"}
@@ -376,48 +489,100 @@ def _plot_independent(ax, ind):
     ax.legend(fontsize=7)
 
 
+def _late_label(late: dict) -> str:
+    """Legend text of a late-target comparison: the ratio and its interval, or why there is none."""
+    r = late["ratio"]
+    if r is not None:
+        return f"{r['estimate']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+    c, n = late["censored"], len(late["status"])
+    name, ref = list(c)
+    return f"none (target missed on {c[name]}/{n} seeds, by $\\sqrt{{h}}$ on {c[ref]}/{n})"
+
+
 def _plot_neural(axes, neu):
+    f_idx = list(neu["rows"][0]["comparison"]["fractions"]).index(neu["verdict_fraction"]) if neu["rows"] else 0
     for ax, row in zip(axes, neu["rows"]):
         steps = np.asarray(row["steps"], float)
         keep = steps > 0
-        rows = {r["name"]: r for r in row["comparison"]["rows"]}
+        cmp = {r["schedule"]: r for r in row["comparison"]["rows"]}
         for key in neu["schedules"]:
             col, mk, lab = _STYLES[key]
-            r = rows[key]
-            f = C.from_json_float  # inf / nan arrive as strings in the JSON-ready document
-            extra = ("" if key == "sqrt-entropic"
-                     else f" ({f(r['ratio']):.2f} [{f(r['lo']):.2f}, {f(r['hi']):.2f}])")
+            fin, bpd = row["final_nats"][key], row["final_bits_per_dim"][key]
+            late = cmp[key]["late_targets"][f_idx]
+            extra = (f": {fin['mean']:.3g} $\\pm$ {fin['se']:.2g} nats, {bpd['mean']:.3g} bits/dim"
+                     + ("" if key == neu["reference"] else f"; T ratio {_late_label(late)}"))
             ax.errorbar(steps[keep], np.asarray(row["mean"][key])[keep], yerr=np.asarray(row["stderr"][key])[keep],
-                        color=col, marker=mk, ms=3, capsize=2, lw=1, label=lab + extra)
-        ax.axhline(C.from_json_float(row["comparison"]["target"]), color="k", ls=":", lw=1)
-        ax.set_xscale("log")
+                        color=col, marker=mk, ms=2.5, capsize=1.5, lw=1, label=lab + extra)
+        start = row["run_steps"] * row["comparison"]["start_fraction"]
+        ax.axvspan(0, start, color="0.92", zorder=0, label=f"start-up transient: not judged (first "
+                                                             f"{100 * row['comparison']['start_fraction']:g}%)")
+        if row["floor"]:
+            fl = row["floor"]
+            ax.axhline(fl["nats"], color="k", ls="--", lw=1,
+                       label=f"Bayes floor {fl['nats']:.3g} nats (best ends at {fl['factor']:.2f}x)")
+        ax.set_xlim(0, row["run_steps"] * 1.02)
         _plain_log_ticks(ax)
+        d = row["dim"]
+        sec = ax.secondary_yaxis("right", functions=(lambda v, d=d: v / (d * np.log(2.0)),
+                                                     lambda v, d=d: v * d * np.log(2.0)))
+        sec.set_ylabel("bits / dim", fontsize=7)
+        sec.tick_params(labelsize=6)
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        sec.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+        sec.yaxis.set_minor_formatter(NullFormatter())
         kind = "discrete" if row["discrete"] else "continuous"
-        ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {row['dim']})\n"
+        used = (f"{row['eval_n_used']} test examples" if row["eval_n_used"] == row["eval_n"] else
+                f"{row['eval_n_used']} test examples (asked {row['eval_n']}: the split has {row['eval_n_used']})")
+        ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {d}), {used}\n"
                      f"$\\sqrt{{h}}$ from: {row['h_source']}", fontsize=8)
-        ax.set_xlabel("training steps (batch 128)", fontsize=8)
-        # below the axes: inside, eight entries hid the late checkpoints the comparison is about
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False,
-                  title="steps to target / steps of $\\sqrt{h}$ entropic [95% CI]", title_fontsize=6.5)
-    axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
+        ax.set_xlabel(f"training steps (batch {neu['sizes']['batch_size']})", fontsize=8)
+        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1, frameon=False,
+                  title=(f"final loss (mean $\\pm$ s.e. over {len(neu['seeds'])} seeds); T ratio = steps to "
+                         f"{100 * neu['verdict_fraction']:g}% of the best's improvement / $\\sqrt{{h}}$'s "
+                         f"[95% t interval]"),
+                  title_fontsize=6.5)
+    if axes:
+        axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
+
+
+def _plot_ablation(ax, ab):
+    """EDM - sqrt(h) final held-out loss difference per training loss weight, with its paired t interval."""
+    ws = list(ab["weights"])
+    x = np.arange(len(ws))
+    est = np.array([ab["weights"][w]["edm_minus_sqrt"]["estimate"] for w in ws])
+    lo = np.array([ab["weights"][w]["edm_minus_sqrt"]["lo"] for w in ws])
+    hi = np.array([ab["weights"][w]["edm_minus_sqrt"]["hi"] for w in ws])
+    ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color="C3", capsize=4)
+    ax.axhline(0.0, color="k", lw=0.8)
+    names = {"edm": "EDM weight\n(main runs)", "none": "unweighted\nx0 loss", "elbo": "ELBO weight"}
+    ax.set_xticks(x, [names.get(w, w) for w in ws], fontsize=7)
+    ax.set_xlim(-0.6, len(ws) - 0.4)
+    ax.set_ylabel("EDM - $\\sqrt{h}$ final loss (nats)", fontsize=8)
+    verdict = "sign changes with the weight" if ab["sign_changes"] else "no decided change of sign"
+    ax.set_title(f"(iii) loss-weight ablation on {ab['data']}, end of the run\n"
+                 f"> 0: $\\sqrt{{h}}$ ends lower; 95% paired t intervals\n{verdict}", fontsize=8)
 
 
 def plot(doc: dict, path) -> None:
     plt = C.setup_matplotlib()
-    n_i, n_iii = len(doc["rows"]), len(doc["neural"]["rows"])
+    neu = doc["neural"]
+    n_i, n_iii = len(doc["rows"]), len(neu["rows"]) + (1 if neu.get("ablation") else 0)
     ncol = max(n_i, n_iii, 2)
-    fig = plt.figure(figsize=(4.4 * ncol, 15.0))
-    gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.45])
+    fig = plt.figure(figsize=(4.8 * ncol, 17.0))
+    gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.7])
     _plot_coupled([fig.add_subplot(gs[0, j]) for j in range(n_i)], doc)
     _plot_independent(fig.add_subplot(gs[1, :]), doc["independent"])
-    _plot_neural([fig.add_subplot(gs[2, j]) for j in range(n_iii)], doc["neural"])
-    neu = doc["neural"]
+    _plot_neural([fig.add_subplot(gs[2, j]) for j in range(len(neu["rows"]))], neu)
+    if neu.get("ablation"):
+        _plot_ablation(fig.add_subplot(gs[2, len(neu["rows"])]), neu["ablation"])
+    runs = ", ".join(f"{r['data']} {r['run_steps']}" for r in neu["rows"])
     fig.suptitle(f"Figure 6: does it train faster?  Three regimes, mean $\\pm$ s.e. over seeds; "
                  f"$\\lambda\\in[{doc['interval'][0]:g}, {doc['interval'][1]:g}]$; heuristics shifted to the data scale\n"
                  f"(i) one ridge readout for every level (control: theory expects the proxy to lose); "
-                 f"(ii) one learner per level (theory: the square-root law wins); "
-                 f"(iii) MLPs trained by Adam, {neu['sizes']['steps']} steps, {len(neu['seeds'])} seeds (judges C4, C5)",
-                 fontsize=10)
+                 f"(ii) one learner per level (theory: the square-root law wins)\n"
+                 f"(iii) MLPs trained by Adam with EDM's loss weight, warm-up and a weight average; steps: {runs}; "
+                 f"{len(neu['seeds'])} seeds (judges C4, C5)", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     C.write_png(fig, path)
     plt.close(fig)

@@ -225,57 +225,126 @@ def _fig6_rows(f6):
 
 
 def _neural_rows(f6):
-    """Regime (iii) rows: ``(row, EDM comparison row)`` with ratio = steps_EDM / steps_sqrt and its interval."""
+    """Regime (iii) rows: ``(row, {schedule: comparison row})`` (:func:`compare_training`'s rows)."""
     out = []
     for r in (f6.get("neural") or {}).get("rows", []):
-        cmp = {c["name"]: c for c in r["comparison"]["rows"]}
+        cmp = {c["schedule"]: c for c in r["comparison"]["rows"]}
         out.append((r, cmp))
     return out
 
 
-def _above(row, threshold):
-    """True if the interval lies above ``threshold``, False if below, None if it contains it."""
-    lo, hi = _f(row["lo"]), _f(row["hi"])
-    if lo > threshold:
-        return True
-    if hi < threshold:
-        return False
-    return None
+def _late(f6, crow):
+    """The late-target entry that decides the claims (fraction ``verdict_fraction``) of a comparison row."""
+    f = f6["neural"]["verdict_fraction"]
+    return next(x for x in crow["late_targets"] if x["fraction"] == f)
 
 
-def _neural_table(rows):
-    head = ["| data | kind | target (nats) | steps sqrt-entropic | schedule | steps / steps_sqrt [95% CI] | "
-            "final loss (mean +- s.e.) |", "|---|---|---|---|---|---|---|"]
+def _flag(side: str, *, positive: str = "above"):
+    """True / False / None (undecided) from an interval's side."""
+    return None if side == "inconclusive" else side == positive
+
+
+def _pm(mean, se, fmt=".4g") -> str:
+    return f"{num(mean, fmt)} +- {num(se, '.2g')}"
+
+
+def _ratio_text(late) -> str:
+    r = late["ratio"]
+    if r is not None:
+        return f"{num(r['estimate'])} [{num(r['lo'])}, {num(r['hi'])}]"
+    c = late["censored"]
+    n = len(late["status"])
+    name, ref = list(c)
+    return f"not computed: target missed on {c[name]}/{n} seeds (sqrt: {c[ref]}/{n})"
+
+
+def neural_table(f6) -> list[str]:
+    """REPORT.md's regime-(iii) table: final losses (nats and bits/dim, +- s.e. over seeds), the paired
+    final difference from the square-root schedule, and the late-target step ratios, all with intervals."""
+    neu = f6["neural"]
+    fr = neu["rows"][0]["comparison"]["fractions"] if neu["rows"] else []
+    head = ["| data | kind | steps | schedule | final loss, nats (+- s.e.) | bits/dim (+- s.e.) | "
+            "final - sqrt, nats [95% CI] | " + " | ".join(f"T{100 * f:g} / T{100 * f:g} sqrt [95% CI]" for f in fr)
+            + " |", "|" + "---|" * (7 + len(fr))]
     lines = []
-    for r, cmp in rows:
-        ref = cmp["sqrt-entropic"]
-        # every schedule compared, in the figure's order
-        for name in (n for n in cmp if n != "sqrt-entropic"):
-            c = cmp[name]
-            lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | "
-                         f"{num(r['comparison']['target'], '.4g')} | {num(ref['steps'], '.0f', why='target not reached')} | {name} | "
-                         f"{num(c['ratio'])} [{num(c['lo'])}, {num(c['hi'])}] | "
-                         f"{num(c['final_mean'], '.4g')} +- {num(c['final_se'], '.2g')} (sqrt: {num(ref['final_mean'], '.4g')}) |")
+    for r, cmp in _neural_rows(f6):
+        for name, c in cmp.items():
+            fin, bpd = r["final_nats"][name], r["final_bits_per_dim"][name]
+            end = c["equal_compute"][-1]
+            diff = ("reference" if name == neu["reference"] else
+                    f"{num(end['difference']['estimate'], '+.3g')} [{num(end['difference']['lo'], '+.3g')}, "
+                    f"{num(end['difference']['hi'], '+.3g')}] ({end['side']})")
+            lates = ["reference" if name == neu["reference"] else f"{_ratio_text(x)} ({x['side']})"
+                     for x in c["late_targets"]]
+            lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {r['run_steps']} | "
+                         f"{name} | {_pm(fin['mean'], fin['se'])} | {_pm(bpd['mean'], bpd['se'], '.4g')} | {diff} | "
+                         + " | ".join(lates) + " |")
     return head + lines
+
+
+def neural_notes(f6) -> list[str]:
+    """The sentences beside the table: training recipe, evaluation sizes as used, the Bayes floor, the online
+    estimator's refreshes, the loss-weight ablation, and whether the two measures agree."""
+    neu = f6["neural"]
+    out = [f"Training: {neu['training']}.", ""]
+    for r, cmp in _neural_rows(f6):
+        bits = []
+        if r["eval_n_used"] != r["eval_n"]:
+            bits.append(f"evaluated on {r['eval_n_used']} test examples: {r['eval_n']} were asked, the test split "
+                        f"has {r['eval_n_used']}")
+        else:
+            bits.append(f"evaluated on {r['eval_n_used']} test examples")
+        if r.get("floor"):
+            fl = r["floor"]
+            bits.append(f"Bayes floor {num(fl['nats'], '.4g')} +- {num(fl['se'], '.2g')} nats ({fl['rule']}); the "
+                        f"best schedule ({fl['best']}) ends at {num(fl['factor'], '.3g')}x the floor"
+                        + ("" if fl["factor"] <= 1.5 else ": the networks are not trained to the floor, so the "
+                           "comparison is one of partly trained networks"))
+        if r.get("online_first_refresh") is not None:
+            bits.append(f"the online estimator first acted at step {r['online_first_refresh']} "
+                        f"({r['online_refreshes']} refreshes), before the judged window at step "
+                        f"{num(r['run_steps'] * r['comparison']['start_fraction'], '.0f')}")
+        e = cmp.get("edm_lognormal")
+        if e and e is not cmp.get(neu["reference"]):
+            end, late = e["equal_compute"][-1], _late(f6, e)
+            # the two measures of "faster": does the loss reached at equal compute agree with the steps ratio?
+            agree = {("above", "above"), ("below", "below")}
+            if end["side"] != "inconclusive" and late["side"] != "inconclusive":
+                word = ("agree" if (end["side"], late["side"]) in agree else
+                        "DISAGREE: the conclusion flips with the measure")
+                bits.append(f"EDM vs sqrt: final-loss difference {end['side']} 0 and step ratio {late['side']} 1 "
+                            f"({word})")
+        out += [f"- {r['data']}: " + "; ".join(bits) + ".", ""]
+    ab = neu.get("ablation")
+    if ab:
+        out += [f"Loss-weight ablation on {ab['data']} ({', '.join(ab['schedules'])}): {ab['summary']}.", ""]
+    return out
 
 
 def _claim_c4(f6):
     rows = _neural_rows(f6) if f6 else []
     if not rows:
         return "not measured", "", []
-    disc = [(r, c["edm_lognormal"]) for r, c in rows if r["discrete"]]
-    cont = [(r, c["edm_lognormal"]) for r, c in rows if not r["discrete"]]
-    flags = [_above(e, 1.0) for _, e in disc]  # helps on every discrete data set
-    if disc and cont and all(f is True for f in flags):  # ... and most there (point estimates of the geometric means;
-        # counted only where it helps: "helps most" cannot hold where it does not help)
-        flags.append(float(np.mean([np.log(_f(e["ratio"])) for _, e in disc]))
-                     > float(np.mean([np.log(_f(e["ratio"])) for _, e in cont])))
-    rule = ("Rule (regime iii, Adam-trained MLPs): on every discrete data set the square-root entropic schedule "
-            "reaches the common target in fewer steps than EDM, i.e. the 95% bootstrap interval of "
-            "steps_EDM/steps_sqrt lies above 1 (below 1: it needs more; containing 1: undecided), and, where "
-            "it helps on every discrete set, the geometric-mean ratio on discrete data exceeds that on continuous data.  Undecided intervals make "
-            "the verdict inconclusive, never 'not supported'.  " + f6["neural"]["target_rule"] + ".")
-    return interval_verdict(flags), rule, _neural_table(rows)
+    ref = f6["neural"]["reference"]
+    disc = [(r, _late(f6, c["edm_lognormal"])) for r, c in rows if r["discrete"]]
+    cont = [(r, _late(f6, c["edm_lognormal"])) for r, c in rows if not r["discrete"]]
+    flags = [_flag(x["side"]) for _, x in disc]  # helps on every discrete data set: EDM needs more steps
+    if disc and cont and all(f is True for f in flags):
+        ratios_d = [x["ratio"]["estimate"] for _, x in disc if x["ratio"]]
+        ratios_c = [x["ratio"]["estimate"] for _, x in cont if x["ratio"]]
+        if len(ratios_d) == len(disc) and len(ratios_c) == len(cont):
+            flags.append(float(np.mean(np.log(ratios_d))) > float(np.mean(np.log(ratios_c))))
+        else:  # a censored ratio has no value: "most" cannot be told
+            flags.append(None)
+    f = f6["neural"]["verdict_fraction"]
+    rule = (f"Rule (regime iii, Adam-trained MLPs): on every discrete data set the square-root entropic schedule "
+            f"reaches the late target ({100 * f:g}% of the best schedule's improvement) in fewer steps than EDM, "
+            f"i.e. the 95% paired t interval of steps_EDM/steps_{ref} lies above 1 (below 1: it needs more; "
+            "containing 1: undecided; a censored ratio decides only when one schedule misses the target on every "
+            "seed and the other reaches it on every seed), and, where it helps on every discrete set, the "
+            "geometric-mean ratio on discrete data exceeds that on continuous data.  Undecided intervals make the "
+            "verdict inconclusive, never 'not supported'.  The comparison: " + f6["neural"]["target_rule"])
+    return interval_verdict(flags), rule, neural_table(f6)
 
 
 def _claim_c5(f6):
@@ -287,17 +356,23 @@ def _claim_c5(f6):
     for r, c in rows:
         if r["discrete"]:
             continue
-        e = c["edm_lognormal"]
-        flag = _above(e, bound) if _f(e["lo"]) != bound else None
+        x = _late(f6, c["edm_lognormal"])
+        q = x["ratio"]
+        # a censored ratio: EDM misses on every seed ("above") or sqrt does ("below"), else undecided
+        side = x["side"] if q is None else ("above" if q["lo"] > bound else "below" if q["hi"] < bound
+                                            else "inconclusive")
+        flag = _flag(side)
         flags.append(flag)
         word = {True: "yes", False: "no", None: "undecided"}[flag]
-        lines.append(f"| {r['data']} | steps_EDM/steps_sqrt = {num(e['ratio'])} [{num(e['lo'])}, "
-                     f"{num(e['hi'])}] | interval vs {bound:.3g} | {word} |")
-    head = ["| continuous data | measured (95% CI) | rule on these numbers | competitive |", "|---|---|---|---|"]
+        lines.append(f"| {r['data']} | steps_EDM/steps_sqrt = {_ratio_text(x)} | interval vs {bound:.3g} | {word} |")
+    head = ["| continuous data | measured (95% paired t interval) | rule on these numbers | competitive |",
+            "|---|---|---|---|"]
+    f = f6["neural"]["verdict_fraction"]
     rule = (f"Rule (regime iii): on every continuous data set the square-root entropic schedule needs at most "
-            f"{1 + COMPETITIVE_MARGIN:g} times the steps EDM needs to reach the common target, i.e. the interval "
-            f"of steps_EDM/steps_sqrt lies above {bound:.3g} (below: not competitive; containing it: undecided, "
-            "and the verdict is inconclusive).")
+            f"{1 + COMPETITIVE_MARGIN:g} times the steps EDM needs to reach the late target ({100 * f:g}% of the "
+            f"best schedule's improvement), i.e. the interval of steps_EDM/steps_sqrt lies above {bound:.3g} "
+            "(below: not competitive; containing it: undecided, and the verdict is inconclusive; a censored ratio "
+            "decides only when one schedule misses the target on every seed and the other reaches it on every seed).")
     return interval_verdict(flags), rule, head + lines
 
 
@@ -546,8 +621,10 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                     if r:  # absent in files written before regimes (i) and (ii) were cached
                         counts += (f"  Regime {regime}: {r['total']} cells ({r['cached']} reused, {r['computed']} "
                                    f"computed; {sum(t['seconds'] for t in r['timings']):.1f} s cell time).")
-            lines += [f"Figure 6 regime (iii): {neu['metric']}; {neu['sizes']['steps']} Adam steps at batch "
-                      f"{neu['sizes']['batch_size']}, {len(neu['seeds'])} seeds; {neu['h_note']}.{counts}", ""]
+            runs = ", ".join(f"{r['data']} {r['run_steps']}" for r in neu["rows"])
+            lines += [f"Figure 6 regime (iii): {neu['metric']}; Adam steps at batch {neu['sizes']['batch_size']}: "
+                      f"{runs}; {len(neu['seeds'])} seeds; {neu['h_note']}.{counts}", ""]
+            lines += neural_notes(f6)
         lines += fig6_controls(f6)
     lines += _checks_section(out)
     if provenance:

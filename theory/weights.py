@@ -61,6 +61,10 @@ __all__ = [
     "tabulated_weight",
     "get_weight",
     "WEIGHT_NAMES",
+    "LOSS_WEIGHTS",
+    "loss_weight",
+    "log_loss_weight",
+    "check_loss_weight",
 ]
 
 
@@ -336,3 +340,78 @@ def get_weight(name: str, **params) -> Weight:
     # Validate the parameters once, now, rather than at the first call.
     func(0.0, **params)
     return Weight(name, func, dict(params))
+
+
+# ----------------------------------------------------------------------------- training loss weights
+#: Per-example training loss weights of the x0 loss (:func:`loss_weight`); not evaluation weights: no
+#: sampling density is folded in (the schedule draws the levels).
+LOSS_WEIGHTS = ("edm", "elbo", "none")
+_LOG_MAX = math.log(np.finfo(np.float64).max)
+
+
+def check_loss_weight(kind) -> str:
+    """``kind`` if it is one of :data:`LOSS_WEIGHTS`, else a one-line ``ValueError`` naming it."""
+    return check_choice(kind, "loss_weight", LOSS_WEIGHTS)
+
+
+def log_loss_weight(lam, kind: str, sigma_data: float = 1.0, *, xp=np):
+    r""":math:`\log w(\lambda)` of :func:`loss_weight`, in the array namespace ``xp`` (NumPy or jax.numpy).
+
+    In logs (``logaddexp``), so that no weight overflows before it multiplies the small high-SNR errors
+    (float32 inside a JAX training step included).  No argument checks: :func:`loss_weight` is the
+    checked entry point.
+    """
+    if kind == "edm":  # 1 / c_out^2 = 1 / sigma^2 + 1 / s^2
+        return xp.logaddexp(lam, -2.0 * math.log(sigma_data))
+    if kind == "elbo":
+        return lam - math.log(2.0)
+    return xp.zeros_like(lam)
+
+
+def loss_weight(lam, kind: str, sigma_data: float = 1.0):
+    r"""Training loss weight :math:`w(\lambda)` of the x0 loss :math:`w(\lambda)\,\|D_\theta(x,\lambda) - x_0\|^2`.
+
+    .. math::
+
+        w_{edm} = \frac{1}{c_{out}^2} = \frac{s^2 + \sigma^2}{\sigma^2 s^2} = e^{\lambda} + s^{-2},\qquad
+        w_{elbo} = \tfrac12 e^{\lambda},\qquad w_{none} = 1,\qquad \sigma = e^{-\lambda/2}.
+
+    EDM's weight is :math:`\lambda(\sigma)` of EDM's Table 1 at the data scale :math:`s`: with the
+    preconditioned denoiser :math:`D = c_{skip}x + c_{out}F_\theta` it makes the loss of the network
+    output unit-weighted at every level (:math:`\|D - x_0\|^2 = c_{out}^2\|F_\theta - F^*\|^2`).  The ELBO
+    weight is the held-out metric's own; ``"none"`` is the plain x0 loss.  Unlike :func:`edm_weight`
+    (an *evaluation* weight), no sampling density is folded in: the schedule draws the levels.
+
+    Parameters
+    ----------
+    lam : float or array_like
+        Log-SNR levels (finite).
+    kind : str
+        One of :data:`LOSS_WEIGHTS`.
+    sigma_data : float
+        :math:`s > 0`, the preconditioning's data scale (EDM's weight only).
+
+    Returns
+    -------
+    float or ndarray of float64
+        :math:`w(\lambda)`; a ``ValueError`` where it exceeds the float64 range (:math:`\lambda > 709`;
+        :func:`log_loss_weight` has no such limit).
+
+    References
+    ----------
+    Karras et al. (2022), EDM, Table 1; Kingma et al. (2021), VDM (the ELBO); docs/THEORY.md §3, §6.6 (iii).
+
+    Examples
+    --------
+    >>> [round(float(loss_weight(0.0, k, 1.0)), 6) for k in ("edm", "elbo", "none")]
+    [2.0, 0.5, 1.0]
+    """
+    kind = check_loss_weight(kind)
+    lam = check_finite(_lam(lam), "lam")
+    s = float(check_positive(np.float64(sigma_data), "sigma_data"))
+    logw = log_loss_weight(lam, kind, s)
+    if np.any(logw > _LOG_MAX):
+        bad = float(np.asarray(lam).flat[int(np.argmax(logw))])
+        raise ValueError(f"lam = {bad!r} makes the {kind!r} loss weight overflow float64 (w = e^{float(np.max(logw)):.4g}); "
+                         "allowed: weights below 1.8e308 (lam up to about 709), or use log_loss_weight")
+    return np.exp(logw)[()]

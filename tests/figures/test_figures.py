@@ -43,24 +43,34 @@ def test_verdict_rule():
 
 
 def _fig6_doc(disc, cont):
-    """Figure 6 numbers with a regime-(iii) row per kind; ``disc``/``cont`` are (ratio, lo, hi) of steps_EDM/steps_sqrt."""
+    """Figure 6 numbers with a regime-(iii) row per kind; ``disc``/``cont`` are (ratio, lo, hi) of steps_EDM/steps_sqrt
+    at the late target that decides the claims (compare_training's row layout, written by hand)."""
     def control(name, discrete):
         return {"data": name, "discrete": discrete, "target": 1.0,
                 "N_to_target": {"sqrt-entropic": 100.0, "edm_lognormal": 50.0, "cosine": 100.0},
                 "ratio_vs_sqrt_entropic": {"sqrt-entropic": 1.0, "edm_lognormal": 0.5, "cosine": 1.0}}
 
-    def neural(name, discrete, r):
+    def side(lo, hi, null):
+        return "above" if lo > null else "below" if hi < null else "inconclusive"
+
+    def crow(name, r):
         ratio, lo, hi = r
-        cmp = [{"name": "sqrt-entropic", "steps": 100.0, "final_mean": 1.0, "final_se": 0.1, "ratio": 1.0, "lo": 1.0,
-                "hi": 1.0},
-               {"name": "edm_lognormal", "steps": 100.0 * ratio, "final_mean": 1.0, "final_se": 0.1, "ratio": ratio,
-                "lo": lo, "hi": hi},
-               {"name": "entropic", "steps": 150.0, "final_mean": 1.2, "final_se": 0.1, "ratio": 1.5, "lo": 1.2,
-                "hi": 1.9}]
-        return {"data": name, "discrete": discrete, "comparison": {"target": 1.0, "rows": cmp}}
+        diff = {"estimate": 0.0, "lo": 0.0, "hi": 0.0}
+        late = {"fraction": 0.9, "ratio": {"estimate": ratio, "lo": lo, "hi": hi}, "side": side(lo, hi, 1.0),
+                "censored": {name: 0, "sqrt-entropic": 0}, "status": ["reached"] * 2}
+        return {"schedule": name, "equal_compute": [{"step": 10, "difference": diff, "side": "inconclusive"}],
+                "late_targets": [late]}
+
+    def neural(name, discrete, r):
+        cmp = [crow("sqrt-entropic", (1.0, 1.0, 1.0)), crow("edm_lognormal", r), crow("entropic", (1.5, 1.2, 1.9))]
+        stats = {c["schedule"]: {"mean": 1.0, "se": 0.1} for c in cmp}
+        return {"data": name, "discrete": discrete, "run_steps": 10, "final_nats": stats, "final_bits_per_dim": stats,
+                "eval_n": 8, "eval_n_used": 8, "floor": None, "online_first_refresh": None,
+                "comparison": {"rows": cmp, "fractions": [0.9], "start_fraction": 0.1}}
     return {"rows": [control("d1", True), control("c1", False)], "seeds": [0], "interval": [-8, 8], "data_scale": "test",
             "neural": {"rows": [neural("d1", True, disc), neural("c1", False, cont)], "target_rule": "test rule",
-                       "metric": "m", "sizes": {"steps": 10, "batch_size": 4}, "seeds": [0, 1], "h_note": "h"}}
+                       "metric": "m", "sizes": {"batch_size": 4}, "seeds": [0, 1], "h_note": "h",
+                       "reference": "sqrt-entropic", "verdict_fraction": 0.9, "training": "t", "ablation": None}}
 
 
 def test_interval_verdict_rule():
@@ -90,9 +100,10 @@ def test_fig6_claims_follow_the_numbers(tmp_path, disc, cont, v4, v5):
     text = R.write_report(tmp_path).read_text()
     assert f"| C5: {R.CLAIMS[4][1]} | **{v5}** |" in text
     assert "(i) Coupled control" in text  # the controls have their own rows
-    compared = {ln.split("|")[5].strip() for ln in text.splitlines() if ln.startswith("| d1 |") and "(sqrt:" in ln}
-    assert compared == {r["name"] for r in _fig6_doc(disc, cont)["neural"]["rows"][0]["comparison"]["rows"]} - {
-        "sqrt-entropic"}  # every schedule of the comparison has its row
+    compared = {ln.split("|")[4].strip() for ln in text.splitlines()
+                if ln.startswith("| d1 | discrete |") and len(ln.split("|")) > 8}  # regime (iii)'s table
+    # every schedule of the comparison has its row, the reference's included
+    assert compared == {r["schedule"] for r in _fig6_doc(disc, cont)["neural"]["rows"][0]["comparison"]["rows"]}
 
 
 @pytest.mark.parametrize("sim, se, word", [
@@ -234,8 +245,9 @@ def _fig6_small(monkeypatch, *, stop=None):
     monkeypatch.setattr(F, "IL_SCHEDULES", ("sqrt-entropic", "edm_lognormal", "cosine"))  # the grid; the cells index the full tuple
     monkeypatch.setattr(F, "_independent_sizes", lambda q: {"N": 4000, "cells": 8, "seeds": 5})
     monkeypatch.setattr(F, "_neural_sizes", lambda q: {
-        "steps": 8, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2, "checkpoints": 2,
-        "eval_levels": 9, "eval_n": 32, "h_levels": 17, "h_samples": 64, "online_refresh": 4})
+        "steps": {"dirac": 20}, "batch_size": 16, "learning_rate": 1e-3, "width": 16, "depth": 1, "seeds": 2,
+        "checkpoints": 10, "eval_levels": 9, "eval_n": 32, "h_levels": 17, "h_samples": 64, "online_refresh": 4,
+        "loss_weight": "edm", "warmup_fraction": 0.05, "ablation_weights": []})
     monkeypatch.setattr(F, "_neural_data", lambda q, m: ["dirac:K=3,D=8,sep=1,seed=0"])
     monkeypatch.setattr(F, "NEURAL_SCHEDULES", ("sqrt-entropic", "edm_lognormal"))
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
@@ -281,7 +293,7 @@ def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch)
     with pytest.raises(RuntimeError, match=r"regime \(i\): 1 of 2 cells missing"):
         F.run(out, quick=True, seed=0)
     F = _fig6_small(monkeypatch, stop={"neural": 1})
-    with pytest.raises(RuntimeError, match=r"regime \(iii\): 3 of 4 cells missing"):
+    with pytest.raises(RuntimeError, match=r"regime \(iii\) dirac_K_3_D_8_sep_1_seed_0: 3 of 4 cells missing"):
         F.run(out, quick=True, seed=0)
     F = _fig6_small(monkeypatch)
     resumed = F.run(out, quick=True, seed=0)
@@ -290,7 +302,9 @@ def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch)
     assert {k: cells["coupled"][k] for k in ("total", "cached", "computed")} == {"total": 2, "cached": 2, "computed": 0}
     assert {k: cells["independent"][k] for k in ("total", "cached", "computed")} == {"total": 3, "cached": 3,
                                                                                       "computed": 0}
-    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (F.SCHEDULE_CELLS_DIR, 1), (F.CELLS_DIR, 4)):
+    slug = "dirac_K_3_D_8_sep_1_seed_0"
+    for sub, n in ((F.COUPLED_DIR, 2), (F.INDEPENDENT_DIR, 3), (f"{F.SCHEDULE_CELLS_DIR}/{slug}", 1),
+                   (f"{F.CELLS_DIR}/{slug}", 4)):
         counts = run_counts(out / sub)
         assert len(counts) == n and set(counts.values()) == {1}, (sub, counts)  # each cell computed once
     # the entropy-rate profile was built by the schedule cell and only read by the training cells
@@ -334,8 +348,9 @@ def test_fig6_reproducible_small(tmp_path, monkeypatch):
     assert row["ratio_vs_sqrt_entropic"]["sqrt-entropic"] == 1.0
     assert row["target"] == max(c["mean"][-1] for c in row["curves"].values())
     neu = doc["neural"]["rows"][0]
-    assert neu["steps"] == [0, 4, 8] and set(neu["mean"]) == {"sqrt-entropic", "edm_lognormal", "online"}
-    assert neu["h_source"] == "exact (law)" and neu["gap_mean"] is not None
+    assert neu["steps"] == [0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20]
+    assert set(neu["mean"]) == {"sqrt-entropic", "edm_lognormal", "online"}
+    assert neu["h_source"] == "exact (law)" and neu["floor"]["nats"] > 0
     assert {r["schedule"] for r in doc["independent"]["rows"]} == set(F.IL_SCHEDULES)
     assert (tmp_path / "a" / "fig6_cells.json").exists()
 

@@ -41,6 +41,7 @@ __all__ = [
     "HeldoutLoss",
     "make_heldout_set",
     "heldout_loss",
+    "bayes_heldout_loss",
     "paired_difference",
     "split_train_test",
     "trapezoid_weights",
@@ -316,6 +317,29 @@ def heldout_loss(denoiser, hset: HeldoutSet) -> HeldoutLoss:
         per_level_mse_se=sq.std(axis=1, ddof=1) / root_n, lam=hset.lam.copy(), n=n, dim=d,
         gap_nats=gap, gap_se=gap_se, per_example=per_ex,
     )
+
+
+def bayes_heldout_loss(hset: HeldoutSet) -> HeldoutLoss:
+    r"""The held-out loss of the exact Bayes denoiser on the same frozen set: the floor of trained networks.
+
+    :func:`heldout_loss` of :math:`m(x, \lambda)` (stored in ``hset.bayes``): the estimate, with the set's
+    noise, of :math:`\tfrac12\int e^\lambda\,\mathrm{mmse}(\lambda)\,d\lambda = H(\lambda_{min}) - H(\lambda_{max})`
+    (I-MMSE, docs/THEORY.md §2), which no denoiser beats in expectation.
+
+    Parameters
+    ----------
+    hset : HeldoutSet
+        A set made with ``bayes=`` (Dirac mixtures).
+
+    Returns
+    -------
+    HeldoutLoss
+        Its ``gap_nats`` is 0.
+    """
+    if not isinstance(hset, HeldoutSet) or hset.bayes is None:
+        raise ValueError("hset must be a HeldoutSet made with bayes= (the exact denoiser of the data law)")
+    level = {float(l): i for i, l in enumerate(hset.lam)}
+    return heldout_loss(lambda x, lam: hset.bayes[level[float(lam)]], hset)
 
 
 def paired_difference(a: HeldoutLoss, b: HeldoutLoss) -> tuple[float, float]:

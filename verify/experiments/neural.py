@@ -22,9 +22,14 @@ added (through a learned projection) to every hidden layer:
 * :class:`ConvDenoiser`: a small two-resolution convolutional network for square images
   (28 x 28 for MNIST), with a skip connection across the down/up-sampling.
 
-Training (:func:`train_denoiser`) minimises the x0 loss :math:`\|D_\theta(x, \lambda) - x_0\|^2`
-(summed over coordinates, mean over the batch) with Adam (optax) at a fixed batch size for a fixed
-number of steps.  The noise levels come from any schedule object of the toolkit (anything with
+Training (:func:`train_denoiser`) minimises the weighted x0 loss
+:math:`w(\lambda)\,\|D_\theta(x, \lambda) - x_0\|^2` (summed over coordinates, mean over the batch)
+with Adam (optax) at a fixed batch size for a fixed number of steps, the step size raised linearly
+from 0 over a warm-up and constant after it, as EDM and k-diffusion train.  The loss weights
+(:data:`noisealloc.theory.weights.LOSS_WEIGHTS`, :func:`~noisealloc.theory.weights.loss_weight`): EDM's :math:`w = 1/c_{out}^2 = (s^2+\sigma^2)/(\sigma s)^2`,
+which makes the regression target of :math:`F_\theta` unit-weighted at every level (the practice of
+the preconditioned denoiser); the ELBO weight :math:`w = \tfrac12 e^\lambda` of the held-out metric (an
+ablation); and the unweighted x0 loss :math:`w = 1`.  The noise levels come from any schedule object of the toolkit (anything with
 ``sample(n, rng=Generator)``; a schedule in another coordinate is moved to :math:`\lambda`) or from an
 :class:`~noisealloc.theory.schedules.online.EntropyRateEstimator`, which is updated with the per-example losses
 of every step and re-queried for its schedule every ``online_refresh`` steps.  Randomness: four NumPy
@@ -55,6 +60,7 @@ jnp = require("jax.numpy", "neural denoiser training")
 optax = require("optax", "neural denoiser training")
 
 from noisealloc.theory.errors import as_float_array, as_generator, check_count, check_finite
+from noisealloc.theory.weights import check_loss_weight, log_loss_weight
 from noisealloc.verify.experiments.heldout import HeldoutLoss, HeldoutSet, heldout_loss
 
 __all__ = [
@@ -387,8 +393,13 @@ class TrainingRun:
         Labels of the network and of the level source.
     seed, steps, batch_size : int
     learning_rate : float
+        Adam's step size after the warm-up.
+    loss_weight : str
+        The training loss weight (:func:`~noisealloc.theory.weights.loss_weight`).
+    warmup : int
+        Warm-up steps of the step size.
     train_loss : ndarray, shape (steps,)
-        Batch-mean x0 loss :math:`\|D - x_0\|^2` at each step (float64 of the float32 values).
+        Batch-mean *unweighted* x0 loss :math:`\|D - x_0\|^2` at each step (float64 of the float32 values).
     eval_steps : ndarray of int, shape (E,)
         Steps after which the held-out loss was measured (0 = the initial network).
     heldout : tuple of HeldoutLoss
@@ -405,9 +416,11 @@ class TrainingRun:
     online_refreshes : int
         Times the online estimator's schedule was re-queried (0 for a fixed schedule).
     params : dict
-        Final parameters (NumPy float32 arrays).
+        Final *averaged* parameters (the exponential moving average that is evaluated; NumPy float32).
     final_levels : object
         The schedule in use at the end (the online estimator's last schedule, or the fixed one).
+    ema_halflife : float
+        Half-life in steps of the evaluated weight average (0: the raw weights).
     """
 
     network: str
@@ -416,6 +429,8 @@ class TrainingRun:
     steps: int
     batch_size: int
     learning_rate: float
+    loss_weight: str
+    warmup: int
     train_loss: np.ndarray
     eval_steps: np.ndarray
     heldout: tuple
@@ -425,6 +440,7 @@ class TrainingRun:
     online_refreshes: int = 0
     params: dict = field(default=None, repr=False, compare=False)
     final_levels: object = field(default=None, repr=False, compare=False)
+    ema_halflife: float = 0.0
 
     @property
     def nats(self) -> np.ndarray:
@@ -506,14 +522,21 @@ def denoiser_function(net, params):
 
 def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, learning_rate: float = 1e-3,
                    seed: int = 0, heldout: HeldoutSet | None = None, eval_steps=(),
-                   online_refresh: int = 50) -> TrainingRun:
-    r"""Train a denoiser with Adam on the x0 loss, levels from a schedule or the online estimator.
+                   online_refresh: int = 50, loss_weight: str = "edm", warmup: int | None = None,
+                   ema_halflife: float | None = None) -> TrainingRun:
+    r"""Train a denoiser with Adam on the weighted x0 loss, levels from a schedule or the online estimator.
 
     Each step draws ``batch_size`` examples (rows of ``data`` uniformly with replacement, or fresh
     draws of a data model), levels :math:`\lambda_i` from the level source and noise
     :math:`\varepsilon_i \sim N(0, I)`, and takes one Adam step on
 
-    .. math:: \frac1B\sum_i \|D_\theta(x_{0,i} + e^{-\lambda_i/2}\varepsilon_i, \lambda_i) - x_{0,i}\|^2 .
+    .. math:: \frac1B\sum_i w(\lambda_i)\,\|D_\theta(x_{0,i} + e^{-\lambda_i/2}\varepsilon_i, \lambda_i) - x_{0,i}\|^2
+
+    with the step size :math:`\eta_k = \eta\,\min(1, k/k_w)` (linear warm-up over :math:`k_w` steps).
+    The held-out loss is measured on the exponential moving average of the weights, as diffusion models
+    are evaluated (EDM, k-diffusion): :math:`\bar\theta_k = \beta_k\bar\theta_{k-1} + (1-\beta_k)\theta_k` with
+    :math:`\beta_k = \min(2^{-1/k_{1/2}}, (1+k)/(10+k))` (the second term keeps the first steps from
+    being dominated by the initial weights), :math:`k_{1/2}` the half-life in steps.
 
     Parameters
     ----------
@@ -536,6 +559,14 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
         Steps in ``[0, steps]`` after which the held-out loss is measured (needs ``heldout``).
     online_refresh : int
         Steps between re-reads of the online estimator's schedule.
+    loss_weight : str
+        :math:`w(\lambda)`, one of :data:`~noisealloc.theory.weights.LOSS_WEIGHTS`
+        (:func:`~noisealloc.theory.weights.loss_weight`); the same for every schedule.
+    warmup : int, optional
+        Warm-up steps :math:`k_w` (default ``max(1, steps // 20)``: 5 % of the run).
+    ema_halflife : float, optional
+        Half-life :math:`k_{1/2}` in steps of the weight average that is evaluated (default
+        ``steps / 50``, at least 1); ``0`` evaluates the raw weights.
 
     Returns
     -------
@@ -543,7 +574,8 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
 
     References
     ----------
-    docs/THEORY.md §4 (x0 loss, allocation), §6.6 (iii); Kingma & Ba (2015), Adam.
+    docs/THEORY.md §4 (x0 loss, allocation), §6.6 (iii); Kingma & Ba (2015), Adam; Karras et al. (2022),
+    EDM (loss weight, learning-rate ramp-up).
     """
     steps = check_count(steps, "steps")
     batch_size = check_count(batch_size, "batch_size")
@@ -555,6 +587,14 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
     refresh = check_count(online_refresh, "online_refresh")
     if refresh < 1:
         raise ValueError(f"online_refresh must be >= 1; got {online_refresh!r}")
+    weight = check_loss_weight(loss_weight)
+    half = max(1.0, steps / 50) if ema_halflife is None else float(ema_halflife)
+    if not (np.isfinite(half) and half >= 0):
+        raise ValueError(f"ema_halflife must be a finite number of steps >= 0; got {ema_halflife!r}")
+    beta = 0.5 ** (1.0 / half) if half > 0 else 0.0
+    warm = max(1, steps // 20) if warmup is None else check_count(warmup, "warmup")
+    if warm < 1:
+        raise ValueError(f"warmup must be >= 1 step; got {warmup!r}")
     seed = int(seed)
     sample_x0 = _data_sampler(data, net.dim)
     eval_steps = np.unique(np.asarray(list(eval_steps), dtype=int))
@@ -573,10 +613,11 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
     level_gen = np.random.default_rng([seed, 2])
     noise_gen = np.random.default_rng([seed, 3])
     t0 = time.perf_counter()
-    opt_init_c, step_c = _compiled_step(net, batch_size, lr)
+    opt_init_c, step_c = _compiled_step(net, batch_size, lr, weight, warm)
     compile_time = time.perf_counter() - t0
     params = jax.device_put(net.init(np.random.default_rng([seed, 0])))
     opt_state = opt_init_c(params)
+    ema = jax.tree_util.tree_map(lambda a: a.copy(), params)
 
     schedule = levels.schedule() if online else levels
     results: list[HeldoutLoss] = []
@@ -592,14 +633,15 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
         eval_time += time.perf_counter() - t
 
     if eval_steps.size and eval_steps[0] == 0:
-        evaluate(params)
+        evaluate(ema)
     t_train = 0.0
     t = time.perf_counter()
     for k in range(1, steps + 1):
         x0 = sample_x0(batch_size, data_gen)
         lam = _draw_lam(schedule, batch_size, level_gen)
         eps = noise_gen.standard_normal((batch_size, net.dim), dtype=np.float32)
-        params, opt_state, per = step_c(params, opt_state, x0, lam.astype(np.float32), eps)
+        decay = np.float32(min(beta, (1.0 + k) / (10.0 + k)))
+        params, opt_state, ema, per = step_c(params, opt_state, ema, x0, lam.astype(np.float32), eps, decay)
         losses.append(per)
         if online:
             if pending is not None:
@@ -611,7 +653,7 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
         if k in eval_steps:
             jax.block_until_ready(params)
             t_train += time.perf_counter() - t
-            evaluate(params)
+            evaluate(ema)
             t = time.perf_counter()
     jax.block_until_ready(params)
     t_train += time.perf_counter() - t
@@ -620,9 +662,10 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
     train_loss = np.array([float(np.mean(np.asarray(v, dtype=np.float64))) for v in losses])
     return TrainingRun(
         network=net.name, schedule=levels_source_name(levels), seed=seed, steps=steps, batch_size=batch_size,
-        learning_rate=lr, train_loss=train_loss, eval_steps=eval_steps, heldout=tuple(results),
+        learning_rate=lr, loss_weight=weight, warmup=warm, train_loss=train_loss, eval_steps=eval_steps,
+        heldout=tuple(results),
         compile_time=compile_time, step_time=t_train / steps, eval_time=eval_time, online_refreshes=n_refresh,
-        params=jax.tree_util.tree_map(np.asarray, params), final_levels=schedule,
+        params=jax.tree_util.tree_map(np.asarray, ema), final_levels=schedule, ema_halflife=half,
     )
 
 
@@ -632,33 +675,39 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
 STEP_CACHE: dict = {}
 
 
-def _compiled_step(net, batch_size: int, lr: float):
-    key = (net, int(batch_size), float(lr))
+def _compiled_step(net, batch_size: int, lr: float, weight: str = "edm", warmup: int = 1):
+    key = (net, int(batch_size), float(lr), weight, int(warmup))
     if key not in STEP_CACHE:
-        STEP_CACHE[key] = _build_step(net, batch_size, lr)
+        STEP_CACHE[key] = _build_step(net, batch_size, lr, weight, warmup)
     return STEP_CACHE[key]
 
 
-def _build_step(net, batch_size: int, lr: float):
-    """Ahead-of-time compiled Adam initialisation and step of one (network, batch size, step size)."""
-    opt = optax.adam(lr)
+def _build_step(net, batch_size: int, lr: float, weight: str = "edm", warmup: int = 1):
+    """Ahead-of-time compiled Adam initialisation and step of one (network, batch size, step size, loss
+    weight, warm-up); the step returns the per-example *unweighted* x0 loss (the online estimator's input)."""
+    # optax counts updates from 0: the first step already moves at lr / warmup, the warmup-th at lr.
+    opt = optax.adam(optax.linear_schedule(lr / warmup, lr, max(warmup - 1, 1)) if warmup > 1 else lr)
+    s = float(net.sigma_data)
 
     def loss_fn(p, x0, lam, eps):
         x = x0 + jnp.exp(-0.5 * lam)[:, None] * eps
         per = jnp.sum((net.apply(p, x, lam) - x0) ** 2, axis=1)
-        return jnp.mean(per), per
+        return jnp.mean(jnp.exp(log_loss_weight(lam, weight, s, xp=jnp)) * per), per
 
-    def step(p, state, x0, lam, eps):
+    def step(p, state, ema, x0, lam, eps, decay):
         (_, per), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, x0, lam, eps)
         updates, state = opt.update(grads, state, p)
-        return optax.apply_updates(p, updates), state, per
+        p = optax.apply_updates(p, updates)
+        ema = jax.tree_util.tree_map(lambda e, q: decay * e + (1.0 - decay) * q, ema, p)
+        return p, state, ema, per
 
     p_shape = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, NET_DTYPE), net.init(0))
     opt_init_c = jax.jit(opt.init).lower(p_shape).compile()
     s_shape = jax.eval_shape(opt.init, p_shape)
     batch = jax.ShapeDtypeStruct((batch_size, net.dim), NET_DTYPE)
-    step_c = jax.jit(step, donate_argnums=(0, 1)).lower(
-        p_shape, s_shape, batch, jax.ShapeDtypeStruct((batch_size,), NET_DTYPE), batch).compile()
+    step_c = jax.jit(step, donate_argnums=(0, 1, 2)).lower(
+        p_shape, s_shape, p_shape, batch, jax.ShapeDtypeStruct((batch_size,), NET_DTYPE), batch,
+        jax.ShapeDtypeStruct((), NET_DTYPE)).compile()
     return opt_init_c, step_c
 
 

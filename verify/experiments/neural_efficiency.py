@@ -1,6 +1,6 @@
 r"""Regime (iii) of docs/THEORY.md §6.6: do neural denoisers trained by Adam reach a held-out loss sooner?
 
-One *cell* is (data set, schedule, seed): an EDM-preconditioned MLP (:mod:`noisealloc.verify.experiments.neural`)
+One *cell* is (data set, schedule, seed, loss weight): an EDM-preconditioned MLP (:mod:`noisealloc.verify.experiments.neural`)
 trained for a fixed number of Adam steps at a fixed batch size (equal compute for every schedule),
 with the held-out diffusion loss (:mod:`noisealloc.verify.experiments.heldout`) measured at fixed checkpoints on
 one frozen evaluation set per data set (the same test examples and noise for every schedule and
@@ -26,11 +26,11 @@ per-level validation losses of a pilot run, fitted as ``noisealloc schedule --fr
 :func:`pilot_schedule`), and ``"online"`` (the :class:`~noisealloc.theory.schedules.online.EntropyRateEstimator`
 fed with the run's own losses).
 
-Comparison (:func:`steps_to_target`, :func:`steps_ratio`): the number of steps at which the mean
-held-out curve (over seeds) first reaches a common target, by log-log interpolation between
-checkpoints, and the ratio of two schedules' steps with a paired bootstrap interval over seeds (the
-seeds are paired: at one seed every schedule starts from the same network and sees the same examples
-and noise).
+Training (:func:`cell_neural`): the recipe of :func:`~noisealloc.verify.experiments.neural.train_denoiser`
+(EDM's loss weight or an ablation weight, a linear learning-rate warm-up, the held-out loss of a weight
+average), evaluated at step 0, at four early steps (plotted only) and at evenly spaced checkpoints
+(:func:`checkpoint_steps`).  The comparison of schedules (paired per-seed t intervals, judged after the
+start-up transient) is :mod:`noisealloc.verify.experiments.training_comparison`.
 """
 
 from __future__ import annotations
@@ -48,15 +48,13 @@ __all__ = [
     "prepare_data",
     "make_levels",
     "cell_neural",
-    "steps_to_target",
-    "steps_ratio",
+    "checkpoint_steps",
+    "warmup_steps",
     "dependency_version",
     "cell_schedule",
     "entropy_rate_profile",
     "pilot_schedule",
     "PilotSchedule",
-    "common_target",
-    "compare_schedules",
 ]
 
 #: Heuristic schedules of the comparison (docs/THEORY.md §5), shifted to the data scale.
@@ -316,7 +314,7 @@ class PilotSchedule:
 
 def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: int = 500, batch_size: int = 128,
                    learning_rate: float = 2e-3, width: int = 128, depth: int = 3, levels: int = 33,
-                   seed: int = 0) -> PilotSchedule:
+                   seed: int = 0, loss_weight: str = "edm", warmup_fraction: float = 0.05) -> PilotSchedule:
     r"""Square-root entropic schedule from a pilot run's held-out losses: the practitioner's two-stage route.
 
     A pilot network is trained with the uniform-:math:`\lambda` schedule on the training data minus a
@@ -341,6 +339,11 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
         Validation grid levels (>= 3 for the profile fit).
     seed : int
         Pilot training seed.
+    loss_weight : str
+        Training loss weight (:func:`~noisealloc.theory.weights.loss_weight`); the fitted losses are the
+        unweighted per-level x0 losses whatever the weight.
+    warmup_fraction : float
+        Share of the pilot's steps spent warming the step size up.
 
     Returns
     -------
@@ -357,7 +360,8 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
 
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     opts = {"steps": int(steps), "batch_size": int(batch_size), "learning_rate": float(learning_rate),
-            "width": int(width), "depth": int(depth), "levels": int(levels), "seed": int(seed)}
+            "width": int(width), "depth": int(depth), "levels": int(levels), "seed": int(seed),
+            "loss_weight": str(loss_weight), "warmup_fraction": float(warmup_fraction)}
     # The pilot run is a shared artifact of the run: trained once, not once per worker and seed.
     res = shared_artifact("fig6 pilot losses", {"data": data.name, "interval": [lo, hi], **opts,
                                                 "code": dependency_version()},
@@ -370,7 +374,7 @@ def pilot_schedule(data: NeuralData, lam_min: float, lam_max: float, *, steps: i
 
 
 def _pilot_losses(data: NeuralData, lo: float, hi: float, *, steps: int, batch_size: int, learning_rate: float,
-                  width: int, depth: int, levels: int, seed: int) -> dict:
+                  width: int, depth: int, levels: int, seed: int, loss_weight: str, warmup_fraction: float) -> dict:
     """The pilot run of :func:`pilot_schedule`: its per-level validation x0 losses (``lam``, ``loss``, ``loss_se``)."""
     from noisealloc.theory.schedules.builtin import uniform_lambda
     from noisealloc.verify.experiments.heldout import make_heldout_set
@@ -387,16 +391,59 @@ def _pilot_losses(data: NeuralData, lo: float, hi: float, *, steps: int, batch_s
     net = MLPDenoiser(data.dim, data.sigma_data, width=int(width), depth=int(depth))
     run = train_denoiser(net, train, uniform_lambda(lam_min=lo, lam_max=hi), steps=int(steps),
                          batch_size=int(batch_size), learning_rate=float(learning_rate), seed=int(seed),
-                         heldout=hs, eval_steps=[int(steps)])
+                         heldout=hs, eval_steps=[int(steps)], loss_weight=loss_weight,
+                         warmup=warmup_steps(int(steps), warmup_fraction))
     res = run.heldout[-1]
     return {"lam": res.lam, "loss": res.per_level_mse, "loss_se": res.per_level_mse_se}
 
 
+def checkpoint_steps(steps: int, checkpoints: int, *, early: int = 4) -> list[int]:
+    """Evaluation steps of a training cell: step 0, ``checkpoints`` evenly spaced to ``steps`` (the judged
+    ones), and ``early`` log-spaced ones in the first part of the run (plotted, never judged).
+
+    Parameters
+    ----------
+    steps, checkpoints, early : int
+        Run length, evenly spaced checkpoints (>= 1) and early ones (``steps / 2**(j + 5)``, j < early).
+
+    Returns
+    -------
+    list of int
+        Sorted, distinct, in ``[0, steps]``.
+
+    Examples
+    --------
+    >>> checkpoint_steps(1000, 4, early=2)
+    [0, 16, 31, 250, 500, 750, 1000]
+    """
+    steps, k = check_count(steps, "steps"), check_count(checkpoints, "checkpoints")
+    if k < 1 or steps < 1:
+        raise ValueError(f"steps and checkpoints must be >= 1; got steps={steps}, checkpoints={k}")
+    even = {int(round(steps * j / k)) for j in range(1, k + 1)}
+    first = {int(round(steps / 2.0 ** (j + 5))) for j in range(check_count(early, "early"))}
+    return sorted({0, *even, *(s for s in first if s > 0)})
+
+
+def warmup_steps(steps: int, fraction: float) -> int:
+    """Warm-up steps of a run: ``max(1, round(fraction * steps))``, ``fraction`` in [0, 1].
+
+    Examples
+    --------
+    >>> warmup_steps(1500, 0.05)
+    75
+    """
+    f = float(fraction)
+    if not 0.0 <= f <= 1.0:
+        raise ValueError(f"warmup_fraction must lie in [0, 1]; got {fraction!r}")
+    return max(1, int(round(f * int(steps))))
+
+
 def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, batch_size: int = 128,
                 learning_rate: float = 2e-3, width: int = 128, depth: int = 3, lam_min: float = -10.0,
-                lam_max: float = 10.0, checkpoints: int = 8, eval_levels: int = 33, eval_n: int = 256,
-                h_levels: int = 65, h_samples: int = 256, pilot_steps: int | None = None, online_refresh: int = 50,
-                mnist: str | None = None, code: str | None = None) -> dict:
+                lam_max: float = 10.0, checkpoints: int = 20, eval_levels: int = 33, eval_n: int = 256,
+                h_levels: int = 65, h_samples: int = 256, pilot_steps: int | None = None, online_refresh: int = 25,
+                loss_weight: str = "edm", warmup_fraction: float = 0.05, mnist: str | None = None,
+                code: str | None = None) -> dict:
     """One cell of regime (iii): train, and return the held-out curve at the checkpoints.
 
     Parameters
@@ -408,20 +455,27 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
     steps, batch_size : int
         Adam steps and examples per step.
     learning_rate : float
+        Adam's step size after the warm-up.
     width, depth : int
         MLP size.
     lam_min, lam_max : float
         Interval of training and of the metric.
     checkpoints : int
-        Evaluations, log-spaced from ``steps / 2**(checkpoints-1)`` to ``steps`` (plus step 0).
+        Evenly spaced evaluations (:func:`checkpoint_steps`; plus step 0 and four early ones).
     eval_levels, eval_n : int
-        Grid levels and test examples of the frozen evaluation set (the first ``eval_n`` test rows).
+        Grid levels and test examples of the frozen evaluation set (the first ``eval_n`` test rows; a
+        test split with fewer rows uses all of them, and the result says how many: ``eval_n_used``).
     h_levels, h_samples : int
         Entropy-rate profile of the entropic schedules.
     pilot_steps : int, optional
         Steps of the pilot run of ``"sqrt-pilot"`` (default ``steps // 4``; same network and batch).
     online_refresh : int
         Steps between re-reads of the online estimator's schedule (``"online"``).
+    loss_weight : str
+        Training loss weight, the same for every schedule (:func:`~noisealloc.theory.weights.loss_weight`:
+        ``"edm"``, ``"elbo"`` or ``"none"``).
+    warmup_fraction : float
+        Share of the run over which Adam's step size rises linearly from 0.
     mnist : str, optional
         MNIST directory.
     code : str, optional
@@ -431,51 +485,61 @@ def cell_neural(*, data: str, schedule: str, seed: int = 0, steps: int = 2000, b
     -------
     dict
         ``steps`` (checkpoint list), ``nats``, ``nats_se`` (over test examples), ``bits_per_dim``,
-        ``gap_nats``/``gap_se`` (Dirac mixtures), ``final_per_level_mse``, ``lam``, timings
-        (``compile_time``, ``step_time``, ``eval_time``), ``h_source``, ``sigma_data``, ``network``.
+        ``bits_per_dim_se``, ``gap_nats``/``gap_se`` and ``bayes_nats``/``bayes_nats_se`` (the exact
+        denoiser's loss on the same set; Dirac mixtures), ``final_per_level_mse``, ``lam``, timings
+        (``compile_time``, ``step_time``, ``eval_time``), ``h_source``, ``sigma_data``, ``network``,
+        ``eval_n``/``eval_n_used``, ``loss_weight``, ``warmup``, ``online_refreshes``,
+        ``first_refresh`` (step of the online estimator's first schedule, None for a fixed schedule).
     """
-    from noisealloc.verify.experiments.heldout import make_heldout_set
+    from noisealloc.verify.experiments.heldout import bayes_heldout_loss, make_heldout_set
     from noisealloc.verify.experiments.neural import MLPDenoiser, train_denoiser
 
     d = prepare_data(data, mnist=mnist)
     steps = check_count(steps, "steps")
-    k = check_count(checkpoints, "checkpoints")
-    if k < 1:
-        raise ValueError(f"checkpoints must be >= 1; got {checkpoints!r}")
-    ev_steps = sorted({0, *(int(round(steps / 2.0 ** j)) for j in range(k))})
-    test = d.test[: check_count(eval_n, "eval_n")]
+    ev_steps = checkpoint_steps(steps, checkpoints)
+    n_asked = check_count(eval_n, "eval_n")
+    test = d.test[:n_asked]
     hs = make_heldout_set(test, lam_min, lam_max, levels=int(eval_levels), rng=np.random.default_rng([DATA_SEED, 4]),
                           bayes=d.bayes)
-    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth)
+    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth, loss_weight, warmup_fraction)
     levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
     net = MLPDenoiser(d.dim, d.sigma_data, width=int(width), depth=int(depth))
+    refresh = int(online_refresh)
     run = train_denoiser(net, d.train, levels, steps=steps, batch_size=int(batch_size),
                          learning_rate=float(learning_rate), seed=int(seed), heldout=hs, eval_steps=ev_steps,
-                         online_refresh=int(online_refresh))
+                         online_refresh=refresh, loss_weight=loss_weight, warmup=warmup_steps(steps, warmup_fraction))
     last = run.heldout[-1]
+    floor = bayes_heldout_loss(hs) if d.bayes is not None else None
     return {
         "steps": [int(s) for s in run.eval_steps], "nats": run.nats.tolist(), "nats_se": run.nats_se.tolist(),
         "bits_per_dim": [h.bits_per_dim for h in run.heldout],
+        "bits_per_dim_se": [h.bits_per_dim_se for h in run.heldout],
         "gap_nats": None if last.gap_nats is None else [h.gap_nats for h in run.heldout],
         "gap_se": None if last.gap_se is None else [h.gap_se for h in run.heldout],
+        "bayes_nats": None if floor is None else floor.nats, "bayes_nats_se": None if floor is None else floor.nats_se,
         "lam": last.lam.tolist(), "final_per_level_mse": last.per_level_mse.tolist(),
         "final_per_level_mse_se": last.per_level_mse_se.tolist(),
         "compile_time": run.compile_time, "step_time": run.step_time, "eval_time": run.eval_time,
         "h_source": d.h_source, "sigma_data": d.sigma_data, "network": run.network, "dim": d.dim,
         "schedule_name": run.schedule, "online_refreshes": run.online_refreshes,
+        "first_refresh": refresh if schedule == "online" else None,
+        "eval_n": n_asked, "eval_n_used": int(test.shape[0]), "loss_weight": run.loss_weight, "warmup": run.warmup,
     }
 
 
-def _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth) -> dict:
-    """The pilot run of a cell: ``pilot_steps`` (default a quarter of the cell's steps), same network and batch."""
+def _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth, loss_weight="edm",
+                   warmup_fraction=0.05) -> dict:
+    """The pilot run of a cell: ``pilot_steps`` (default a quarter of the cell's steps), same network, batch,
+    loss weight and warm-up share."""
     return {"steps": int(pilot_steps) if pilot_steps is not None else max(1, int(steps) // 4),
             "batch_size": int(batch_size), "learning_rate": float(learning_rate), "width": int(width),
-            "depth": int(depth)}
+            "depth": int(depth), "loss_weight": str(loss_weight), "warmup_fraction": float(warmup_fraction)}
 
 
 def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: int = 128, learning_rate: float = 2e-3,
                   width: int = 128, depth: int = 3, lam_min: float = -10.0, lam_max: float = 10.0, h_levels: int = 65,
-                  h_samples: int = 256, pilot_steps: int | None = None, mnist: str | None = None) -> dict:
+                  h_samples: int = 256, pilot_steps: int | None = None, loss_weight: str = "edm",
+                  warmup_fraction: float = 0.05, mnist: str | None = None) -> dict:
     """Build the costly part of a schedule of regime (iii) once, before the training cells that use it.
 
     The entropy-rate profile (``"sqrt-entropic"``, ``"entropic"``) or the pilot run (``"sqrt-pilot"``)
@@ -486,7 +550,7 @@ def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: in
     ----------
     data, schedule : str
         As :func:`cell_neural` (a schedule without a costly part is only built).
-    steps, batch_size, learning_rate, width, depth, pilot_steps
+    steps, batch_size, learning_rate, width, depth, pilot_steps, loss_weight, warmup_fraction
         The training options of :func:`cell_neural`; they enter only the pilot run's.
     lam_min, lam_max : float
         Training interval in log-SNR.
@@ -504,209 +568,7 @@ def cell_schedule(*, data: str, schedule: str, steps: int = 2000, batch_size: in
 
     t0 = time.perf_counter()
     d = prepare_data(data, mnist=mnist)
-    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth)
+    pilot = _pilot_options(steps, pilot_steps, batch_size, learning_rate, width, depth, loss_weight, warmup_fraction)
     levels = make_levels(d, schedule, lam_min, lam_max, h_levels=h_levels, h_samples=h_samples, pilot=pilot)
     return {"schedule": schedule, "knots": int(np.size(getattr(levels, "knots", []))),
             "seconds": round(time.perf_counter() - t0, 3)}
-
-
-def steps_to_target(steps, curve, target: float) -> float:
-    r"""Step from which a held-out curve stays at or below ``target``: log-log interpolation between checkpoints.
-
-    The crossing counted is the last one from above: the first checkpoint :math:`i` with
-    :math:`c_j \le L^*` for every :math:`j \ge i`, interpolated in :math:`(\log s, \log c)` with the
-    checkpoint before it.  (Adam's early transient can dip below a target and come back above it; the
-    first dip is not "reaching" it.)
-
-    Parameters
-    ----------
-    steps : array_like, shape (E,)
-        Increasing checkpoints (> 0; a step-0 checkpoint is dropped).
-    curve : array_like, shape (E,)
-        Held-out loss at those steps (> 0).
-    target : float
-        Loss to reach, > 0.
-
-    Returns
-    -------
-    float
-        Interpolated step; ``inf`` if the curve ends above the target, the first checkpoint if it is
-        below the target from there on.
-
-    Examples
-    --------
-    >>> steps_to_target([100, 1000], [4.0, 1.0], 2.0)   # halfway in log-log: 10**2.5
-    316.22776601683796
-    >>> steps_to_target([10, 100, 1000], [1.0, 4.0, 1.0], 2.0)   # the early dip does not count
-    316.22776601683796
-    """
-    s = check_finite(as_float_array(steps, "steps", ndim=1), "steps")
-    c = check_finite(as_float_array(curve, "curve", shape=s.shape), "curve")
-    keep = s > 0
-    s, c = s[keep], c[keep]
-    if s.size == 0 or np.any(np.diff(s) <= 0) or np.any(c <= 0):
-        raise ValueError("steps must be increasing with at least one > 0 and curve must be > 0 there")
-    if not (np.isfinite(target) and target > 0):
-        raise ValueError(f"target must be a finite loss > 0; got {target!r}")
-    above = np.flatnonzero(c > target)
-    if above.size and above[-1] == c.size - 1:
-        return float("inf")
-    i = int(above[-1]) + 1 if above.size else 0
-    if i == 0:
-        return float(s[0])
-    t = (np.log(target) - np.log(c[i - 1])) / (np.log(c[i]) - np.log(c[i - 1]))
-    return float(np.exp(np.log(s[i - 1]) + t * (np.log(s[i]) - np.log(s[i - 1]))))
-
-
-def _ratio(ta: float, tb: float) -> float:
-    """``ta / tb`` with the limits: inf when only a misses the target, 0 when only b does, NaN when both do."""
-    if np.isinf(ta) and np.isinf(tb):
-        return float("nan")
-    if np.isinf(tb):
-        return 0.0
-    return float(ta / tb)
-
-
-def steps_ratio(steps, curves_a, curves_b, target: float, *, n_boot: int = 2000, level: float = 0.95,
-                rng=None) -> dict:
-    r"""Ratio of the steps two schedules need to reach ``target``, with a paired bootstrap interval.
-
-    .. math:: r = \frac{T_a(\bar c_a)}{T_b(\bar c_b)},
-
-    :math:`T` from :func:`steps_to_target` on the curves averaged over seeds; the interval is the
-    percentile interval of :math:`r` over ``n_boot`` resamplings of the seeds (the same resampled
-    seeds for both schedules, since runs at one seed are paired).
-
-    Parameters
-    ----------
-    steps : array_like, shape (E,)
-    curves_a, curves_b : array_like, shape (S, E)
-        Held-out curves per seed (rows) of schedules a and b (the same seeds in the same order).
-    target : float
-    n_boot : int
-    level : float in (0, 1)
-        Coverage of the interval.
-    rng : numpy.random.Generator, int or None
-
-    Returns
-    -------
-    dict
-        ``ratio``, ``lo``, ``hi`` (``inf`` where a schedule does not reach the target), ``steps_a``,
-        ``steps_b``, ``n_boot``, ``level``.
-
-    Examples
-    --------
-    >>> c = np.array([[4.0, 2.0, 1.0], [4.2, 2.1, 1.1]])
-    >>> r = steps_ratio([10, 100, 1000], c, c, 2.0, n_boot=50, rng=0)
-    >>> r["ratio"], r["lo"], r["hi"]
-    (1.0, 1.0, 1.0)
-    """
-    a = check_finite(as_float_array(curves_a, "curves_a", ndim=2), "curves_a")
-    b = check_finite(as_float_array(curves_b, "curves_b", shape=a.shape), "curves_b")
-    if a.shape[0] < 2:
-        raise ValueError(f"curves_a and curves_b need >= 2 seeds (rows) for an interval; got {a.shape[0]}")
-    if not 0 < float(level) < 1:
-        raise ValueError(f"level must lie in (0, 1); got {level!r}")
-    n_boot = check_count(n_boot, "n_boot")
-    ta = steps_to_target(steps, a.mean(axis=0), target)
-    tb = steps_to_target(steps, b.mean(axis=0), target)
-    gen = as_generator(rng)
-    reps = np.empty(n_boot)
-    for i in range(n_boot):
-        idx = gen.integers(0, a.shape[0], a.shape[0])
-        reps[i] = _ratio(steps_to_target(steps, a[idx].mean(axis=0), target),
-                         steps_to_target(steps, b[idx].mean(axis=0), target))
-    alpha = (1.0 - float(level)) / 2
-    # "lower"/"higher" quantiles keep an infinite replicate from turning a bound into NaN; a replicate
-    # where neither schedule reaches the target has no ratio and is left out.
-    reps = reps[~np.isnan(reps)]
-    lo = float(np.quantile(reps, alpha, method="lower")) if reps.size else float("nan")
-    hi = float(np.quantile(reps, 1 - alpha, method="higher")) if reps.size else float("nan")
-    ratio = _ratio(ta, tb)
-    return {"ratio": float(ratio), "lo": lo, "hi": hi, "steps_a": ta, "steps_b": tb, "n_boot": n_boot,
-            "level": float(level)}
-
-
-#: Share of the worst schedule's improvement that defines the common target (see common_target).
-TARGET_FRACTION = 0.5
-
-
-def common_target(curves: dict, *, fraction: float = TARGET_FRACTION) -> float:
-    r"""The common target of a comparison: a share of the improvement the worst schedule achieves.
-
-    .. math:: L^* = L_0 - f\,\big(L_0 - \max_s \bar c_s(e_{last})\big),
-
-    :math:`\bar c_s` the curve of schedule :math:`s` averaged over seeds, :math:`L_0` the mean loss at
-    the first checkpoint (step 0: the same initial network for every schedule) and :math:`f` =
-    ``fraction``.  Every schedule's mean curve ends at or below :math:`L^*`; with :math:`f < 1` so do
-    most bootstrap resamples of the seeds (with :math:`f = 1` the worst schedule would end exactly at
-    the target and half of its resamples would miss it).
-
-    Parameters
-    ----------
-    curves : dict
-        ``name -> array (S, E)`` of held-out losses per seed and checkpoint.
-    fraction : float in (0, 1]
-
-    Returns
-    -------
-    float
-
-    Examples
-    --------
-    >>> common_target({"a": [[3.0, 1.0], [3.0, 1.0]], "b": [[3.0, 2.0], [3.0, 2.5]]}, fraction=1.0)
-    2.25
-    >>> common_target({"a": [[3.0, 1.0], [3.0, 1.0]], "b": [[3.0, 2.0], [3.0, 2.5]]})   # halfway from 3
-    2.625
-    """
-    if not curves:
-        raise ValueError("curves must hold at least one schedule")
-    if not 0.0 < float(fraction) <= 1.0:
-        raise ValueError(f"fraction must lie in (0, 1]; got {fraction!r}")
-    means = [np.mean(as_float_array(c, f"curves[{k!r}]", ndim=2), axis=0) for k, c in curves.items()]
-    l0 = float(np.mean([m[0] for m in means]))
-    worst_final = float(max(m[-1] for m in means))
-    return l0 - float(fraction) * (l0 - worst_final)
-
-
-def compare_schedules(steps, curves: dict, *, reference: str = "sqrt-entropic", n_boot: int = 2000,
-                      level: float = 0.95, fraction: float = TARGET_FRACTION, rng=None) -> dict:
-    r"""Steps to the common target per schedule, and each schedule's ratio to the reference.
-
-    Parameters
-    ----------
-    steps : array_like, shape (E,)
-        Checkpoints (a step-0 checkpoint is ignored by the interpolation).
-    curves : dict
-        ``name -> array (S, E)`` held-out losses, the same seeds in the same order for every schedule.
-    reference : str
-        Denominator of the ratios (a key of ``curves``).
-    n_boot, level, rng
-        Bootstrap of :func:`steps_ratio`.
-    fraction : float
-        Of :func:`common_target`.
-
-    Returns
-    -------
-    dict
-        ``target`` (:func:`common_target`), ``fraction``, ``reference``, ``level`` and ``rows``: per schedule ``name``,
-        ``steps`` (to target, mean curve), ``final_mean``/``final_se`` (last checkpoint, mean and
-        standard error over seeds), and ``ratio``/``lo``/``hi`` = steps(schedule) / steps(reference)
-        with its paired bootstrap interval (a ratio above 1: the schedule needs more steps than the
-        reference).
-    """
-    if reference not in curves:
-        raise ValueError(f"reference must be one of {sorted(curves)}; got {reference!r}")
-    target = common_target(curves, fraction=fraction)
-    gen = as_generator(rng)
-    rows = []
-    ref = np.asarray(curves[reference], dtype=np.float64)
-    for name, c in curves.items():
-        c = np.asarray(c, dtype=np.float64)
-        r = steps_ratio(steps, c, ref, target, n_boot=n_boot, level=level, rng=gen)
-        last = c[:, -1]
-        rows.append({"name": name, "steps": r["steps_a"], "final_mean": float(last.mean()),
-                     "final_se": float(last.std(ddof=1) / np.sqrt(last.size)), "ratio": r["ratio"], "lo": r["lo"],
-                     "hi": r["hi"]})
-    return {"target": target, "fraction": float(fraction), "reference": reference, "level": float(level),
-            "rows": rows}

@@ -13,8 +13,9 @@ import mpmath as mp
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import example, given, target
+from hypothesis import example, given, settings, target
 from hypothesis import strategies as st
+from helpers.strategies import examples
 from scipy import integrate, stats
 
 from noisealloc.theory import coordinates as C
@@ -638,3 +639,35 @@ def test_quantile_roundtrip_dense_grid(coordinate):
 def test_ks_million_samples_against_independent_cdf(name):
     x = build(name).sample(10**6, rng=3000 + NAMES.index(name))
     assert stats.kstest(x, reference_cdf(name)).pvalue > tol.KS_ALPHA
+
+
+# ------------------------------------------------------------------ training loss weights (issue 26 item 1)
+@settings(max_examples=examples(60), deadline=None)
+@given(lam=st.floats(-30.0, 30.0), s=st.floats(0.05, 20.0))
+def test_edm_loss_weight_is_one_over_c_out_squared(lam, s):
+    """EDM's training weight is 1/c_out^2 of its preconditioning, c_out = sigma s / sqrt(s^2 + sigma^2)
+    (Karras et al. 2022, Table 1), written here from that formula in mpmath."""
+    import mpmath as mp
+
+    from noisealloc.theory.weights import loss_weight
+
+    with mp.workdps(40):
+        sigma2 = mp.e ** (-mp.mpf(lam))
+        c_out2 = sigma2 * s * s / (s * s + sigma2)
+        expect = float(1 / c_out2)
+    assert loss_weight(lam, "edm", s) == pytest.approx(expect, rel=1e-13)
+    assert loss_weight(lam, "elbo", s) == pytest.approx(0.5 * float(mp.e ** mp.mpf(lam)), rel=1e-13)
+    assert loss_weight(lam, "none", s) == 1.0
+
+
+def test_loss_weights_at_extreme_levels():
+    from noisealloc.theory.weights import log_loss_weight, loss_weight
+
+    assert loss_weight(-1000.0, "edm", 0.5) == pytest.approx(4.0, rel=1e-15)   # 1/s^2: sigma is huge
+    assert loss_weight(-1000.0, "elbo") == 0.0
+    lw = log_loss_weight(np.array([1000.0, -1000.0]), "edm", 0.5)
+    assert np.all(np.isfinite(lw)) and lw[0] == pytest.approx(1000.0)
+    with pytest.raises(ValueError, match=r"lam = 1000.0 makes the 'edm' loss weight overflow"):
+        loss_weight([0.0, 1000.0], "edm", 0.5)
+    with pytest.raises(ValueError, match="loss_weight must be one of"):
+        loss_weight(0.0, "snr")

@@ -177,3 +177,56 @@ def test_bad_input_raises_value_error(model, net, kwargs, needle):
 def test_bad_configuration_raises_value_error(call, needle):
     with pytest.raises(ValueError, match=needle):
         call()
+
+
+# ------------------------------------------------------------------ the training recipe (issue 26 item 1)
+def _flat(params) -> np.ndarray:
+    import jax
+
+    return np.concatenate([np.ravel(a) for a in jax.tree_util.tree_leaves(params)]).astype(np.float64)
+
+
+def _train(model, net, steps, **kw):
+    return N.train_denoiser(net, model, uniform_lambda(lam_min=LAM[0], lam_max=LAM[1]), steps=steps,
+                            batch_size=BATCH, learning_rate=LR, seed=3, **kw)
+
+
+def test_warmup_scales_the_first_step(model, net):
+    # Adam's first update moves a parameter with a non-negligible gradient by the step size times
+    # g / (|g| + eps): the largest move is the step size, i.e. lr / warmup at the first of `warmup` steps.
+    theta0 = _flat(net.init(np.random.default_rng([3, 0])))
+    for warm in (1, 8):
+        r = _train(model, net, 1, warmup=warm if warm > 1 else None, ema_halflife=0)
+        move = np.max(np.abs(_flat(r.params) - theta0))
+        assert move == pytest.approx(LR / warm, rel=1e-3), warm
+
+
+def test_the_online_estimator_sees_unweighted_losses(model, net):
+    # The first step's per-example losses are computed before any update, from the same network and draws:
+    # whatever the loss weight, they are the plain x0 losses, so they agree across weights.
+    first = {w: _train(model, net, 1, loss_weight=w).train_loss[0] for w in ("edm", "elbo", "none")}
+    assert first["edm"] == first["elbo"] == first["none"]
+    later = {w: _train(model, net, 30, loss_weight=w).train_loss[-1] for w in ("edm", "none")}
+    assert later["edm"] != later["none"]  # the weight does change the training
+
+
+def test_the_evaluated_weights_are_the_moving_average(model, net):
+    # Raw weights after 1 and 2 steps (an average with half-life 0 is the raw weights; the average never
+    # enters training, so the trajectories agree), against the average by its formula with beta_k =
+    # min(2^(-1/h), (1 + k)/(10 + k)) and h so large that the second term decides.
+    theta = [_flat(net.init(np.random.default_rng([3, 0])))]
+    theta += [_flat(_train(model, net, k, ema_halflife=0, warmup=1).params) for k in (1, 2)]
+    avg = _flat(_train(model, net, 2, ema_halflife=1e9, warmup=1).params)
+    b1, b2 = 2 / 11, 3 / 12
+    expect = b2 * (b1 * theta[0] + (1 - b1) * theta[1]) + (1 - b2) * theta[2]
+    np.testing.assert_allclose(avg, expect, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"loss_weight": "snr"}, "loss_weight must be one of"),
+    ({"warmup": 0}, "warmup must be >= 1"),
+    ({"ema_halflife": -1.0}, "ema_halflife must be"),
+])
+def test_bad_recipe_raises_value_error(model, net, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        _train(model, net, 2, **kwargs)

@@ -82,13 +82,16 @@ def _param_maximum() -> dict:
             "h_levels": MAX_LEVELS, "h_samples": MAX_SAMPLES, "eval_n": MAX_SAMPLES, "q": MAX_FEATURES}
 
 
-_PARAM_CHOICES = {"criterion": ("L", "sandwich")}
+def _param_choices() -> dict:
+    from noisealloc.theory.weights import LOSS_WEIGHTS
+
+    return {"criterion": ("L", "sandwich"), "loss_weight": LOSS_WEIGHTS}
 
 
 def _check_cells(source: str, fixed: dict, grid: dict, allow_large: bool) -> None:
     """Values a cell would refuse: sizes above the limits, unknown choices, bad data SPECs (each value
     once), an inverted interval in any cell (every lam_min against every lam_max)."""
-    maximum = _param_maximum()
+    maximum, choices = _param_maximum(), _param_choices()
     values = {k: [v] for k, v in fixed.items()}
     values.update({k: list(v) for k, v in grid.items()})
     where = {k: "[fixed]" if k in fixed else "[grid]" for k in values}
@@ -98,8 +101,8 @@ def _check_cells(source: str, fixed: dict, grid: dict, allow_large: bool) -> Non
                     and v > maximum[key]:
                 raise ValueError(f"{source}: {where[key]} {key} = {v!r} is above the limit {maximum[key]}; pass "
                                  "--allow-large to lift it")
-            if key in _PARAM_CHOICES and v not in _PARAM_CHOICES[key]:
-                raise ValueError(f"{source}: {where[key]} {key} = {v!r} must be one of {_PARAM_CHOICES[key]}")
+            if key in choices and v not in choices[key]:
+                raise ValueError(f"{source}: {where[key]} {key} = {v!r} must be one of {choices[key]}")
     if "data" in values:
         from noisealloc.theory.models.datasets import check_spec
 
