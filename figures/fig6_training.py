@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.figures import _common as C
+from noisealloc.verify.experiments import training_harness as H
 
 # The cells of regimes (i) and (ii) and their constants live in the verify layer (the sweep engine runs them).
 from noisealloc.verify.experiments.regime_cells import IL_DIM, IL_INTERVAL, IL_SCHEDULES, IL_VARIANCES, LAM_MAX, LAM_MIN, SCHEDULES
@@ -65,9 +66,7 @@ CELLS_FILE = "fig6_cells.json"
 
 
 def _spec(name: str, kind: str, fixed: dict, grid: dict):
-    from noisealloc.verify.experiments.sweep.spec import parse_sweep
-
-    return parse_sweep({"sweep": {"name": name, "kind": kind}, "fixed": fixed, "grid": grid})
+    return H.make_spec(name, kind, fixed, grid)
 
 
 def _run_cells(spec, cells_dir, scheduler, shared_dir=None):
@@ -78,26 +77,9 @@ def _run_cells(spec, cells_dir, scheduler, shared_dir=None):
 
 
 def _sweep_records(spec, cells_dir, scheduler, progress, regime: str, shared_dir=None) -> tuple[list, dict]:
-    """Every cell record of ``spec`` (cached ones read, missing ones computed) and the counters of this call.
-
-    Raises RuntimeError naming the regime when a cell is missing or failed (its error is in
-    ``cells_dir/failed``; a rerun retries it and reuses every finished cell).
-    """
-    if progress is not None:
-        progress(f"{regime} {spec.n_cells} cells")
-    res = _run_cells(spec, cells_dir, scheduler, shared_dir)
-    if not res.complete:
-        failed = list(getattr(res, "failed", []) or [])
-        why = f"; first failure: {failed[0]['error']}" if failed else ""
-        missing = sum(r is None for r in res.records)
-        raise RuntimeError(f"fig6 regime {regime}: {missing} of {res.n_cells} cells missing{why} "
-                           f"(finished cells are kept in {cells_dir}; a rerun computes only the others)")
-    counts = {"total": res.n_cells, "cached": res.n_cached, "computed": res.n_computed}
-    if progress is not None:
-        progress(f"{regime} {res.n_cached} cached, {res.n_computed} computed")
-    return list(res.records), counts
-
-
+    """Every cell record of ``spec`` and the counters of this call (:func:`~noisealloc.verify.experiments.training_harness.sweep_records`)."""
+    return H.sweep_records(spec, cells_dir, scheduler=scheduler, progress=progress, label=f"fig6 regime {regime}",
+                           shared_dir=shared_dir, runner=_run_cells)
 
 
 def _sizes(quick: bool) -> dict:
@@ -187,18 +169,10 @@ def _compute_independent(*, quick: bool, seed: int, out_dir, scheduler=None, pro
 # ----------------------------------------------------------------------------- regime (iii)
 NEURAL_SCHEDULES = ("sqrt-entropic", "entropic", "edm_lognormal", "cosine", "logit_normal_sd3", "uniform_lambda",
                     "online", "sqrt-pilot")
-#: The schedule every other one is compared with (the claims are about it).
-REFERENCE = "sqrt-entropic"
 #: Loss-weight ablation of regime (iii): the main runs use EDM's weight; these schedules of this data set
 #: are also trained with the other weights, to see whether the EDM - sqrt(h) comparison depends on it.
 ABLATION_DATA = "digits"
 ABLATION_SCHEDULES = ("sqrt-entropic", "edm_lognormal", "uniform_lambda")
-#: Late targets (shares of the best schedule's improvement) and equal-compute checkpoints (shares of the
-#: run) of the comparison (verify.experiments.training_comparison.compare_training).
-TARGET_FRACTIONS = (0.9, 1.0)
-EQUAL_COMPUTE_AT = (0.25, 0.5, 1.0)
-#: The late target that decides C4/C5 (the other is reported beside it).
-VERDICT_FRACTION = 0.9
 
 
 def _neural_sizes(quick: bool) -> dict:
@@ -251,98 +225,9 @@ def _cell_options(sz: dict, data: str) -> dict:
     return fixed
 
 
-def _train_cells(data: str, schedules, seeds, fixed: dict, out_dir, scheduler, progress, tag: str, shared):
-    """The (schedule x seed) training cells of one data set and loss weight: ``{(schedule, seed): result}``."""
-    spec = _spec(f"fig6-neural-{tag}", "neural", {**fixed, "data": data},
-                 {"schedule": list(schedules), "seed": list(seeds)})
-    records, counts = _sweep_records(spec, Path(out_dir) / CELLS_DIR / tag, scheduler, progress, f"(iii) {tag}",
-                                     shared)
-    out = {}
-    for rec in records:
-        c = rec["config"]
-        if "error" in rec["result"]:
-            raise RuntimeError(f"fig6 cell {c} failed: {rec['result']['error']}")
-        out[(c["schedule"], c["seed"])] = rec["result"]
-    counts["timings"] = [{"data": data, "schedule": r["config"]["schedule"], "seed": r["config"]["seed"],
-                          "loss_weight": fixed["loss_weight"], "seconds": r["seconds"],
-                          "compile_time": r["result"].get("compile_time"), "step_time": r["result"].get("step_time"),
-                          "eval_time": r["result"].get("eval_time")} for r in records]
-    return out, counts
-
-
-def _add_counts(total: dict, c: dict) -> None:
-    for k in ("total", "cached", "computed"):
-        total[k] = total.get(k, 0) + c[k]
-    total.setdefault("timings", []).extend(c.get("timings", []))
-
-
-def _final_stats(recs: dict, schedules, seeds, key: str) -> dict:
-    """Mean and standard error over seeds of a per-checkpoint quantity at the last checkpoint, per schedule."""
-    out = {}
-    for s in schedules:
-        v = np.array([recs[(s, j)][key][-1] for j in seeds], dtype=np.float64)
-        out[s] = {"mean": float(v.mean()), "se": float(v.std(ddof=1) / np.sqrt(v.size))}
-    return out
-
-
-def _neural_row(d: str, recs: dict, seeds, sz: dict) -> dict:
-    """One data set's row: curves, final losses (nats and bits/dim, +- s.e. over seeds), the Bayes floor and
-    the comparison with the square-root entropic schedule (paired t intervals over seeds)."""
-    from noisealloc.verify.experiments.training_comparison import compare_training
-
-    first = recs[(NEURAL_SCHEDULES[0], seeds[0])]
-    steps = first["steps"]
-    curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in NEURAL_SCHEDULES}
-    cmp = compare_training(steps, curves, reference=REFERENCE, fractions=TARGET_FRACTIONS, at=EQUAL_COMPUTE_AT)
-    final = _final_stats(recs, NEURAL_SCHEDULES, seeds, "nats")
-    floor = None
-    if first.get("bayes_nats") is not None:
-        best = min(final, key=lambda s: final[s]["mean"])
-        floor = {"nats": first["bayes_nats"], "se": first["bayes_nats_se"], "best": best,
-                 "factor": final[best]["mean"] / first["bayes_nats"],
-                 "rule": "the exact Bayes denoiser's held-out loss on the same frozen set (no denoiser beats it "
-                         "in expectation); factor = best schedule's final mean loss / floor"}
-    online = recs.get(("online", seeds[0]))
-    return {
-        "data": d.split(":")[0] if d.startswith("mnist") else d,
-        "discrete": d.startswith("dirac") or "binarised" in d, "dim": first["dim"], "h_source": first["h_source"],
-        "sigma_data": first["sigma_data"], "network": first["network"], "steps": steps, "run_steps": steps[-1],
-        "mean": {s: curves[s].mean(axis=0).tolist() for s in NEURAL_SCHEDULES},
-        "stderr": {s: (curves[s].std(axis=0, ddof=1) / np.sqrt(len(seeds))).tolist() for s in NEURAL_SCHEDULES},
-        "final_nats": final, "final_bits_per_dim": _final_stats(recs, NEURAL_SCHEDULES, seeds, "bits_per_dim"),
-        "final_test_se": {s: float(np.mean([recs[(s, j)]["nats_se"][-1] for j in seeds])) for s in NEURAL_SCHEDULES},
-        "eval_n": first["eval_n"], "eval_n_used": first["eval_n_used"], "floor": floor,
-        "online_first_refresh": None if online is None else online.get("first_refresh"),
-        "online_refreshes": None if online is None else online.get("online_refreshes"),
-        "comparison": cmp,
-    }
-
-
-def _ablation(main: dict, extra: dict, seeds, weights) -> dict:
-    """The loss-weight ablation: per weight, each schedule's final loss and the paired EDM - sqrt(h)
-    difference at the end of the run (nats, t interval over seeds), and whether its sign changes."""
-    from noisealloc.verify.experiments.training_comparison import compare_training
-
-    out = {"data": ABLATION_DATA, "schedules": list(ABLATION_SCHEDULES), "weights": {}}
-    for w in ["edm", *weights]:
-        recs = main if w == "edm" else extra[w]
-        steps = recs[(ABLATION_SCHEDULES[0], seeds[0])]["steps"]
-        curves = {s: np.array([recs[(s, j)]["nats"] for j in seeds]) for s in ABLATION_SCHEDULES}
-        cmp = compare_training(steps, curves, reference=REFERENCE, fractions=TARGET_FRACTIONS, at=EQUAL_COMPUTE_AT)
-        edm = next(r for r in cmp["rows"] if r["schedule"] == "edm_lognormal")
-        end = edm["equal_compute"][-1]
-        out["weights"][w] = {"final_nats": _final_stats(recs, ABLATION_SCHEDULES, seeds, "nats"),
-                             "edm_minus_sqrt": end["difference"], "side": end["side"], "step": end["step"],
-                             "comparison": cmp}
-    sides = {w: v["side"] for w, v in out["weights"].items()}
-    decided = {w: s for w, s in sides.items() if s != "inconclusive"}
-    out["sign_changes"] = len(set(decided.values())) > 1
-    out["summary"] = ("EDM - sqrt(h) final held-out loss difference: " + "; ".join(
-        f"{w}: {v['edm_minus_sqrt']['estimate']:+.3g} nats [{v['edm_minus_sqrt']['lo']:+.3g}, "
-        f"{v['edm_minus_sqrt']['hi']:+.3g}] ({v['side']})" for w, v in out["weights"].items())
-        + ("; the sign changes with the loss weight" if out["sign_changes"] else
-           "; no decided change of sign between the loss weights"))
-    return out
+def _discrete(name: str) -> bool:
+    """Regime (iii)'s classification of a data set: a Dirac mixture or binarised images are discrete."""
+    return name.startswith("dirac") or "binarised" in name
 
 
 def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=None, progress=None) -> tuple[dict, dict]:
@@ -361,7 +246,8 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
     prep_counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
     accepted = cell_parameters("fig6-schedule")
     prepared = sorted({PREPARED_BY[x] for x in NEURAL_SCHEDULES if x in PREPARED_BY})
-    rows, ablation_recs = [], {}
+    rows, ablation = [], {}
+    train = {"scheduler": scheduler, "progress": progress, "shared_dir": shared, "runner": _run_cells}
     for d in data:
         fixed = _cell_options(sz, d)
         # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
@@ -371,24 +257,25 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
         prep_records, c = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR / _slug(d), scheduler, progress,
                                          "(iii) schedules", shared)
         c["timings"] = [{"data": d, "schedule": r["config"]["schedule"], "seconds": r["seconds"]} for r in prep_records]
-        _add_counts(prep_counts, c)
-        recs, c = _train_cells(d, NEURAL_SCHEDULES, seeds, fixed, out_dir, scheduler, progress, _slug(d), shared)
-        _add_counts(counts, c)
-        rows.append(_neural_row(d, recs, seeds, sz))
+        H.add_counts(prep_counts, c)
+        recs, c = H.train_cells("neural", d, NEURAL_SCHEDULES, seeds, fixed, Path(out_dir) / CELLS_DIR / _slug(d),
+                                label=f"fig6 regime (iii) {_slug(d)}", **train)
+        H.add_counts(counts, c)
+        label = d.split(":")[0] if d.startswith("mnist") else d  # an MNIST path is not a name
+        rows.append(H.summarise_training(d, recs, NEURAL_SCHEDULES, seeds, discrete=_discrete(d), label=label))
         if d == ABLATION_DATA:
-            ablation_recs["edm"] = recs
+            ablation["edm"] = recs
             for w in sz["ablation_weights"]:
-                recs_w, c = _train_cells(d, ABLATION_SCHEDULES, seeds, {**fixed, "loss_weight": w}, out_dir, scheduler,
-                                         progress, f"{_slug(d)}-{w}", shared)
-                _add_counts(counts, c)
-                ablation_recs[w] = recs_w
+                ablation[w], c = H.train_cells("neural", d, ABLATION_SCHEDULES, seeds, {**fixed, "loss_weight": w},
+                                               Path(out_dir) / CELLS_DIR / f"{_slug(d)}-{w}",
+                                               label=f"fig6 regime (iii) {_slug(d)}-{w}", **train)
+                H.add_counts(counts, c)
     counts["schedules"] = prep_counts
-    ablation = (_ablation(ablation_recs["edm"], ablation_recs, seeds, sz["ablation_weights"])
-                if "edm" in ablation_recs else None)
+    ablation = (H.weight_ablation(ablation, ABLATION_SCHEDULES, seeds, data=ABLATION_DATA) if ablation else None)
     first_rule = rows[0]["comparison"]["rule"] if rows else ""
-    doc = {"schedules": list(NEURAL_SCHEDULES), "reference": REFERENCE, "seeds": seeds, "sizes": sz,
+    doc = {"schedules": list(NEURAL_SCHEDULES), "reference": H.REFERENCE, "seeds": seeds, "sizes": sz,
            "interval": [LAM_MIN, LAM_MAX], "rows": rows, "ablation": ablation,
-           "verdict_fraction": VERDICT_FRACTION,
+           "verdict_fraction": H.VERDICT_FRACTION,
            "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
            "training": (f"Adam, batch {sz['batch_size']}, step size {sz['learning_rate']:g} after a linear warm-up over "
                         f"the first {100 * sz['warmup_fraction']:g}% of the run, EDM's loss weight "
@@ -550,9 +437,9 @@ def _plot_ablation(ax, ab):
     """EDM - sqrt(h) final held-out loss difference per training loss weight, with its paired t interval."""
     ws = list(ab["weights"])
     x = np.arange(len(ws))
-    est = np.array([ab["weights"][w]["edm_minus_sqrt"]["estimate"] for w in ws])
-    lo = np.array([ab["weights"][w]["edm_minus_sqrt"]["lo"] for w in ws])
-    hi = np.array([ab["weights"][w]["edm_minus_sqrt"]["hi"] for w in ws])
+    est = np.array([ab["weights"][w]["difference"]["estimate"] for w in ws])
+    lo = np.array([ab["weights"][w]["difference"]["lo"] for w in ws])
+    hi = np.array([ab["weights"][w]["difference"]["hi"] for w in ws])
     ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color="C3", capsize=4)
     ax.axhline(0.0, color="k", lw=0.8)
     names = {"edm": "EDM weight\n(main runs)", "none": "unweighted\nx0 loss", "elbo": "ELBO weight"}
