@@ -350,7 +350,18 @@ _LOG_MAX = math.log(np.finfo(np.float64).max)
 
 
 def check_loss_weight(kind) -> str:
-    """``kind`` if it is one of :data:`LOSS_WEIGHTS`, else a one-line ``ValueError`` naming it."""
+    """``kind`` if it is one of :data:`LOSS_WEIGHTS`, else a one-line ``ValueError`` naming it.
+
+    Parameters
+    ----------
+    kind : str
+        A training loss weight name.
+
+    Returns
+    -------
+    str
+        ``kind``.
+    """
     return check_choice(kind, "loss_weight", LOSS_WEIGHTS)
 
 
@@ -360,6 +371,22 @@ def log_loss_weight(lam, kind: str, sigma_data: float = 1.0, *, xp=np):
     In logs (``logaddexp``), so that no weight overflows before it multiplies the small high-SNR errors
     (float32 inside a JAX training step included).  No argument checks: :func:`loss_weight` is the
     checked entry point.
+
+    Parameters
+    ----------
+    lam : array
+        Log-SNR levels (any finite values).
+    kind : str
+        One of :data:`LOSS_WEIGHTS`.
+    sigma_data : float
+        :math:`s > 0` (EDM's weight only).
+    xp : module
+        ``numpy`` or ``jax.numpy``.
+
+    Returns
+    -------
+    array
+        :math:`\log w(\lambda)`: ``logaddexp(lam, -2 log s)``, ``lam - log 2`` or 0.
     """
     if kind == "edm":  # 1 / c_out^2 = 1 / sigma^2 + 1 / s^2
         return xp.logaddexp(lam, -2.0 * math.log(sigma_data))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.theory.coordinates import get_coordinate
+from noisealloc.theory.coordinates import Coordinate, get_coordinate
 from noisealloc.theory.errors import as_float_array, check_finite, check_interval
 from noisealloc.theory.information.from_losses import PARAMETERISATIONS, fit_mmse_profile, x0_loss_from
 
@@ -99,9 +99,15 @@ class EntropyRateEstimator:
         Uniform mixture weight of the returned schedule.
     max_change : float in (0, 1]
         Largest total-variation distance between consecutive schedules.
-    coordinate : str
+    coordinate : str or Coordinate
         Coordinate of the schedule (the square-root law is coordinate dependent).
     rule : {"sqrt-entropy", "entropy"}
+    process : {"gaussian", "masked"}
+        The forward process whose losses are fed: Gaussian noise (x0 losses, :math:`h = \tfrac12 e^\lambda
+        \mathrm{mmse}`) or masking (the cross-entropy summed over the masked tokens of a string,
+        :math:`h = \alpha L` with :math:`\alpha = \mathrm{sigmoid}(\lambda)`, docs/THEORY.md §7; ``parameterisation``
+        must then be ``"x0"``; a coordinate other than ``"lambda"`` is passed as the masked process's
+        Coordinate object, :func:`noisealloc.theory.masked.process.get_masked_coordinate`).
     min_bins : int
         Bins with data needed before the schedule starts to move.
     knots : int
@@ -111,7 +117,7 @@ class EntropyRateEstimator:
     def __init__(self, lam_min: float = -12.0, lam_max: float = 12.0, *, n_bins: int = 32,
                  parameterisation: str = "x0", forgetting: float = 0.99, floor: float = 0.05,
                  max_change: float = 0.1, coordinate: str = "lambda", rule: str = "sqrt-entropy",
-                 min_bins: int = 4, knots: int = 129):
+                 min_bins: int = 4, knots: int = 129, process: str = "gaussian"):
         self.lam_min, self.lam_max = check_interval(lam_min, lam_max, "lam interval")
         if int(n_bins) < 3:
             raise ValueError(f"n_bins must be >= 3; got {n_bins!r}")
@@ -130,7 +136,16 @@ class EntropyRateEstimator:
         self.forgetting = float(forgetting)
         self.floor = float(floor)
         self.max_change = float(max_change)
-        self.coordinate = get_coordinate(coordinate)
+        if process not in ("gaussian", "masked"):
+            raise ValueError(f"process must be 'gaussian' or 'masked'; got {process!r}")
+        if process == "masked" and parameterisation != "x0":
+            raise ValueError(f"parameterisation must be 'x0' for the masked process (its losses are cross-entropies); "
+                             f"got {parameterisation!r}")
+        self.process = process
+        # A Coordinate object is taken as it is (the masked process's own, from noisealloc.theory.masked,
+        # which this layer does not import); a name is looked up among the Gaussian-process coordinates,
+        # whose "lambda" is the masked log-odds too.
+        self.coordinate = coordinate if isinstance(coordinate, Coordinate) else get_coordinate(coordinate)
         self.rule = rule
         self.min_bins = int(min_bins)
         self.edges = np.linspace(self.lam_min, self.lam_max, self.n_bins + 1)
@@ -197,7 +212,11 @@ class EntropyRateEstimator:
         lo, hi = prof.lam_range
         lam_knots = self.coordinate.to_lam(self._u)
         # Beyond the outermost filled bins the fit is held constant in log MMSE (documented extrapolation).
-        h = 0.5 * np.exp(lam_knots + prof.log_mmse(np.clip(lam_knots, lo, hi)))
+        log_loss = prof.log_mmse(np.clip(lam_knots, lo, hi))
+        if self.process == "masked":  # h = alpha L, alpha = sigmoid(lam), in logs
+            h = np.exp(log_loss - np.logaddexp(0.0, -lam_knots))
+        else:
+            h = 0.5 * np.exp(lam_knots + log_loss)
         order = np.argsort(lam_knots)
         u, pdf = entropic_pdf_values(lam_knots[order], h[order], rule=self.rule,
                                      coordinate=self.coordinate.name, floor=self.floor)

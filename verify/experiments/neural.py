@@ -72,6 +72,13 @@ __all__ = [
     "train_denoiser",
     "denoiser_function",
     "levels_source_name",
+    "Recipe",
+    "check_recipe",
+    "adam_with_warmup",
+    "ema_update",
+    "training_loop",
+    "LoopResult",
+    "draw_lam",
 ]
 
 #: Network dtype: float32 is ~2x faster than float64 on CPU and ample for the x0 regression; the
@@ -479,7 +486,20 @@ def _is_online(levels) -> bool:
     return hasattr(levels, "update") and hasattr(levels, "schedule") and callable(levels.schedule)
 
 
-def _draw_lam(schedule, n: int, gen) -> np.ndarray:
+def draw_lam(schedule, n: int, gen) -> np.ndarray:
+    """``n`` levels in :math:`\\lambda` from a schedule (moved from its coordinate), float64.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Anything with ``sample(n, rng=Generator)``; a ``coordinate`` other than ``lambda`` is moved to it.
+    n : int
+    gen : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (n,)
+    """
     u = np.asarray(schedule.sample(n, rng=gen), dtype=np.float64).reshape(n)
     coord = getattr(schedule, "coordinate", None)
     if coord is not None and getattr(coord, "name", "lambda") != "lambda":
@@ -577,6 +597,100 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
     docs/THEORY.md §4 (x0 loss, allocation), §6.6 (iii); Kingma & Ba (2015), Adam; Karras et al. (2022),
     EDM (loss weight, learning-rate ramp-up).
     """
+    r = check_recipe(steps=steps, batch_size=batch_size, learning_rate=learning_rate, online_refresh=online_refresh,
+                     warmup=warmup, ema_halflife=ema_halflife, eval_steps=eval_steps, levels=levels)
+    weight = check_loss_weight(loss_weight)
+    if r.eval_steps.size and heldout is None:
+        raise ValueError("eval_steps needs a held-out set (heldout=make_heldout_set(...))")
+    if heldout is not None and heldout.dim != net.dim:
+        raise ValueError(f"heldout has dimension {heldout.dim}; the network expects {net.dim}")
+    seed = int(seed)
+    sample_x0 = _data_sampler(data, net.dim)
+    data_gen = np.random.default_rng([seed, 1])
+    level_gen = np.random.default_rng([seed, 2])
+    noise_gen = np.random.default_rng([seed, 3])
+    t0 = time.perf_counter()
+    opt_init_c, step_c = _compiled_step(net, r.batch_size, r.learning_rate, weight, r.warmup)
+    compile_time = time.perf_counter() - t0
+
+    def draw(_k, schedule):
+        x0 = sample_x0(r.batch_size, data_gen)
+        lam = draw_lam(schedule, r.batch_size, level_gen)
+        eps = noise_gen.standard_normal((r.batch_size, net.dim), dtype=np.float32)
+        return lam, (x0, lam.astype(np.float32), eps)
+
+    loop = training_loop(net.init(np.random.default_rng([seed, 0])), opt_init_c, step_c, draw, levels, r,
+                         lambda p: heldout_loss(denoiser_function(net, p), heldout))
+    return TrainingRun(
+        network=net.name, schedule=levels_source_name(levels), seed=seed, steps=r.steps, batch_size=r.batch_size,
+        learning_rate=r.learning_rate, loss_weight=weight, warmup=r.warmup, train_loss=loop.train_loss,
+        eval_steps=r.eval_steps, heldout=tuple(loop.results), compile_time=compile_time,
+        step_time=loop.train_time / r.steps, eval_time=loop.eval_time, online_refreshes=loop.refreshes,
+        params=loop.params, final_levels=loop.schedule, ema_halflife=r.ema_halflife,
+    )
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The checked training options every training loop shares (:func:`check_recipe`).
+
+    Attributes
+    ----------
+    steps, batch_size : int
+    learning_rate : float
+        After the warm-up.
+    online_refresh : int
+        Steps between re-reads of an online estimator's schedule.
+    warmup : int
+        Warm-up steps of the step size.
+    ema_halflife : float
+        Half-life in steps of the evaluated weight average (0: the raw weights).
+    beta : float
+        The average's decay per step, :math:`2^{-1/k_{1/2}}` (0 without an average).
+    eval_steps : ndarray of int
+        Sorted distinct evaluation steps in ``[0, steps]``.
+    online : bool
+        The level source is an online estimator.
+    """
+
+    steps: int
+    batch_size: int
+    learning_rate: float
+    online_refresh: int
+    warmup: int
+    ema_halflife: float
+    beta: float
+    eval_steps: np.ndarray
+    online: bool
+
+
+def check_recipe(*, steps, batch_size, learning_rate, online_refresh, warmup, ema_halflife, eval_steps,
+                 levels) -> Recipe:
+    """Check the options of a training run (one line per bad value, naming it) and fill the defaults.
+
+    Defaults: ``warmup = max(1, steps // 20)`` (5 % of the run), ``ema_halflife = max(1, steps / 50)``.
+
+    Parameters
+    ----------
+    steps, batch_size : int
+        Run length and examples per step (>= 1).
+    learning_rate : float
+        Step size after the warm-up (> 0).
+    online_refresh : int
+        Steps between re-reads of an online estimator's schedule (>= 1).
+    warmup : int or None
+        Warm-up steps (>= 1; may exceed ``steps``: a run cut short of its warm-up).
+    ema_halflife : float or None
+        Half-life in steps of the evaluated weight average (>= 0; 0: the raw weights).
+    eval_steps : iterable of int
+        Evaluation steps in ``[0, steps]``.
+    levels : schedule or EntropyRateEstimator
+        The level source.
+
+    Returns
+    -------
+    Recipe
+    """
     steps = check_count(steps, "steps")
     batch_size = check_count(batch_size, "batch_size")
     if steps < 1 or batch_size < 1:
@@ -587,86 +701,160 @@ def train_denoiser(net, data, levels, *, steps: int, batch_size: int = 128, lear
     refresh = check_count(online_refresh, "online_refresh")
     if refresh < 1:
         raise ValueError(f"online_refresh must be >= 1; got {online_refresh!r}")
-    weight = check_loss_weight(loss_weight)
     half = max(1.0, steps / 50) if ema_halflife is None else float(ema_halflife)
     if not (np.isfinite(half) and half >= 0):
         raise ValueError(f"ema_halflife must be a finite number of steps >= 0; got {ema_halflife!r}")
-    beta = 0.5 ** (1.0 / half) if half > 0 else 0.0
     warm = max(1, steps // 20) if warmup is None else check_count(warmup, "warmup")
     if warm < 1:
         raise ValueError(f"warmup must be >= 1 step; got {warmup!r}")
-    seed = int(seed)
-    sample_x0 = _data_sampler(data, net.dim)
-    eval_steps = np.unique(np.asarray(list(eval_steps), dtype=int))
-    if eval_steps.size and (eval_steps[0] < 0 or eval_steps[-1] > steps):
-        raise ValueError(f"eval_steps must lie in [0, steps={steps}]; got {eval_steps.tolist()}")
-    if eval_steps.size and heldout is None:
-        raise ValueError("eval_steps needs a held-out set (heldout=make_heldout_set(...))")
-    if heldout is not None and heldout.dim != net.dim:
-        raise ValueError(f"heldout has dimension {heldout.dim}; the network expects {net.dim}")
+    ev = np.unique(np.asarray(list(eval_steps), dtype=int))
+    if ev.size and (ev[0] < 0 or ev[-1] > steps):
+        raise ValueError(f"eval_steps must lie in [0, steps={steps}]; got {ev.tolist()}")
     online = _is_online(levels)
     if not online and not hasattr(levels, "sample"):
         raise ValueError(f"levels must be a schedule with sample(n, rng=...) or an EntropyRateEstimator; "
                          f"got {type(levels).__name__}")
+    return Recipe(steps, batch_size, lr, refresh, warm, half, 0.5 ** (1.0 / half) if half > 0 else 0.0, ev, online)
 
-    data_gen = np.random.default_rng([seed, 1])
-    level_gen = np.random.default_rng([seed, 2])
-    noise_gen = np.random.default_rng([seed, 3])
-    t0 = time.perf_counter()
-    opt_init_c, step_c = _compiled_step(net, batch_size, lr, weight, warm)
-    compile_time = time.perf_counter() - t0
-    params = jax.device_put(net.init(np.random.default_rng([seed, 0])))
+
+def adam_with_warmup(learning_rate: float, warmup: int):
+    """Adam whose step size rises linearly to ``learning_rate`` over ``warmup`` updates, then stays there.
+
+    optax counts updates from 0: the first update moves at ``learning_rate / warmup``, the ``warmup``-th at
+    ``learning_rate``.
+
+    Parameters
+    ----------
+    learning_rate : float
+    warmup : int
+        Updates of the linear ramp (1: no ramp).
+
+    Returns
+    -------
+    optax.GradientTransformation
+    """
+    lr, w = float(learning_rate), int(warmup)
+    return optax.adam(optax.linear_schedule(lr / w, lr, max(w - 1, 1)) if w > 1 else lr)
+
+
+def ema_update(ema, params, decay):
+    r""":math:`\bar\theta \leftarrow d\,\bar\theta + (1 - d)\,\theta`, leaf by leaf (inside a jitted step).
+
+    Parameters
+    ----------
+    ema, params : pytree
+        The average and the current weights (same structure).
+    decay : scalar
+        :math:`d \in [0, 1)`.
+
+    Returns
+    -------
+    pytree
+        The new average.
+    """
+    return jax.tree_util.tree_map(lambda e, q: decay * e + (1.0 - decay) * q, ema, params)
+
+
+@dataclass
+class LoopResult:
+    """What :func:`training_loop` returns: the averaged weights, the losses, the evaluations and timings.
+
+    Attributes
+    ----------
+    params : dict
+        The final weight average (NumPy arrays).
+    train_loss : ndarray, shape (steps,)
+        Batch mean of the per-example losses the step returned, per step.
+    results : list
+        ``evaluate(params)`` at each evaluation step, in order.
+    train_time, eval_time : float
+        Seconds of training steps and of evaluations.
+    refreshes : int
+        Times an online estimator's schedule was re-read.
+    schedule : object
+        The schedule in use at the end.
+    """
+
+    params: dict
+    train_loss: np.ndarray
+    results: list
+    train_time: float
+    eval_time: float
+    refreshes: int
+    schedule: object
+
+
+def training_loop(init_params, opt_init_c, step_c, draw, levels, recipe: Recipe, evaluate) -> LoopResult:
+    r"""The training loop every experiment shares: steps, online re-estimation, weight average, evaluations.
+
+    At step :math:`k = 1..K`: ``lam, args = draw(k, schedule)``; one compiled step
+    ``params, state, ema, per = step_c(params, state, ema, *args, decay_k)`` with the average's decay
+    :math:`\beta_k = \min(\beta, (1 + k)/(10 + k))`; an online estimator is fed the previous step's
+    ``(lam, per)`` and re-read every ``recipe.online_refresh`` steps; ``evaluate(ema)`` runs after the
+    steps of ``recipe.eval_steps`` (step 0: the initial weights), outside the timed training.
+
+    Parameters
+    ----------
+    init_params : dict
+        Initial weights (NumPy arrays).
+    opt_init_c, step_c : callable
+        Compiled optimiser initialisation and step.
+    draw : callable
+        ``draw(k, schedule) -> (lam (B,) float64, args tuple)``.
+    levels : schedule or EntropyRateEstimator
+    recipe : Recipe
+    evaluate : callable
+        ``evaluate(params) -> result`` (any object; collected in order).
+
+    Returns
+    -------
+    LoopResult
+        ``train_loss`` is the batch mean of ``per`` at each step (float64).
+    """
+    params = jax.device_put(init_params)
     opt_state = opt_init_c(params)
     ema = jax.tree_util.tree_map(lambda a: a.copy(), params)
-
+    online = recipe.online
     schedule = levels.schedule() if online else levels
-    results: list[HeldoutLoss] = []
-    eval_time = 0.0
-    n_refresh = 0
-    losses = []
+    results, losses = [], []
+    eval_time, n_refresh = 0.0, 0
     pending = None  # (lam, per-example loss) of the previous step, fed to the estimator one step late
+    eval_steps = set(int(e) for e in recipe.eval_steps)
 
-    def evaluate(p):
+    def run_eval(p):
         nonlocal eval_time
         t = time.perf_counter()
-        results.append(heldout_loss(denoiser_function(net, p), heldout))
+        results.append(evaluate(p))
         eval_time += time.perf_counter() - t
 
-    if eval_steps.size and eval_steps[0] == 0:
-        evaluate(ema)
+    if 0 in eval_steps:
+        run_eval(ema)
     t_train = 0.0
     t = time.perf_counter()
-    for k in range(1, steps + 1):
-        x0 = sample_x0(batch_size, data_gen)
-        lam = _draw_lam(schedule, batch_size, level_gen)
-        eps = noise_gen.standard_normal((batch_size, net.dim), dtype=np.float32)
-        decay = np.float32(min(beta, (1.0 + k) / (10.0 + k)))
-        params, opt_state, ema, per = step_c(params, opt_state, ema, x0, lam.astype(np.float32), eps, decay)
+    for k in range(1, recipe.steps + 1):
+        lam, args = draw(k, schedule)
+        decay = np.float32(min(recipe.beta, (1.0 + k) / (10.0 + k)))
+        params, opt_state, ema, per = step_c(params, opt_state, ema, *args, decay)
         losses.append(per)
         if online:
             if pending is not None:
                 levels.update(pending[0], np.asarray(pending[1], dtype=np.float64))
             pending = (lam, per)
-            if k % refresh == 0:
+            if k % recipe.online_refresh == 0:
                 schedule = levels.schedule()
                 n_refresh += 1
         if k in eval_steps:
             jax.block_until_ready(params)
             t_train += time.perf_counter() - t
-            evaluate(ema)
+            run_eval(ema)
             t = time.perf_counter()
     jax.block_until_ready(params)
     t_train += time.perf_counter() - t
     if online and pending is not None:
         levels.update(pending[0], np.asarray(pending[1], dtype=np.float64))
     train_loss = np.array([float(np.mean(np.asarray(v, dtype=np.float64))) for v in losses])
-    return TrainingRun(
-        network=net.name, schedule=levels_source_name(levels), seed=seed, steps=steps, batch_size=batch_size,
-        learning_rate=lr, loss_weight=weight, warmup=warm, train_loss=train_loss, eval_steps=eval_steps,
-        heldout=tuple(results),
-        compile_time=compile_time, step_time=t_train / steps, eval_time=eval_time, online_refreshes=n_refresh,
-        params=jax.tree_util.tree_map(np.asarray, ema), final_levels=schedule, ema_halflife=half,
-    )
+    return LoopResult(jax.tree_util.tree_map(np.asarray, ema), train_loss, results, t_train, eval_time, n_refresh,
+                      schedule)
 
 
 #: Compiled (optimizer init, step) per (network, batch size, step size) in this process.  A sweep's
@@ -685,8 +873,7 @@ def _compiled_step(net, batch_size: int, lr: float, weight: str = "edm", warmup:
 def _build_step(net, batch_size: int, lr: float, weight: str = "edm", warmup: int = 1):
     """Ahead-of-time compiled Adam initialisation and step of one (network, batch size, step size, loss
     weight, warm-up); the step returns the per-example *unweighted* x0 loss (the online estimator's input)."""
-    # optax counts updates from 0: the first step already moves at lr / warmup, the warmup-th at lr.
-    opt = optax.adam(optax.linear_schedule(lr / warmup, lr, max(warmup - 1, 1)) if warmup > 1 else lr)
+    opt = adam_with_warmup(lr, warmup)
     s = float(net.sigma_data)
 
     def loss_fn(p, x0, lam, eps):
@@ -698,8 +885,7 @@ def _build_step(net, batch_size: int, lr: float, weight: str = "edm", warmup: in
         (_, per), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, x0, lam, eps)
         updates, state = opt.update(grads, state, p)
         p = optax.apply_updates(p, updates)
-        ema = jax.tree_util.tree_map(lambda e, q: decay * e + (1.0 - decay) * q, ema, p)
-        return p, state, ema, per
+        return p, state, ema_update(ema, p, decay), per
 
     p_shape = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, NET_DTYPE), net.init(0))
     opt_init_c = jax.jit(opt.init).lower(p_shape).compile()

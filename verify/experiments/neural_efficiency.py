@@ -427,6 +427,17 @@ def checkpoint_steps(steps: int, checkpoints: int, *, early: int = 4) -> list[in
 def warmup_steps(steps: int, fraction: float) -> int:
     """Warm-up steps of a run: ``max(1, round(fraction * steps))``, ``fraction`` in [0, 1].
 
+    Parameters
+    ----------
+    steps : int
+        Run length.
+    fraction : float
+        Share of the run spent warming up, in [0, 1].
+
+    Returns
+    -------
+    int
+
     Examples
     --------
     >>> warmup_steps(1500, 0.05)

@@ -117,6 +117,7 @@ __all__ = [
     "steps_to_target",
     "late_targets",
     "compare_training",
+    "TARGET_MODES",
 ]
 
 #: Outcomes of :func:`steps_to_target`; the first two count as reaching the target.
@@ -637,7 +638,11 @@ def _late_row(name: str, reference: str, lt: dict, k: int, lv: float) -> dict:
     return row
 
 
-def _rule(sf: float, s_end: float, s0: float, at_steps: list, fracs: list, lv: float, n: int) -> str:
+def _rule(sf: float, s_end: float, s0: float, at_steps: list, fracs: list, lv: float, n: int,
+          targets: str = "best") -> str:
+    whose = ("of the two schedules compared, the one whose seed-mean smoothed curve has the lower minimum (so "
+             "the better of the pair reaches the target and the other is measured against it)" if targets == "pair"
+             else "the schedule whose seed-mean smoothed curve has the lowest minimum of all")
     return (
         f"Judged window: only checkpoints at or after {sf:g} of the run (step {_number(s0)} of "
         f"{_number(s_end)}) enter a judged number; earlier checkpoints, the optimiser's start-up transient, are "
@@ -645,9 +650,9 @@ def _rule(sf: float, s_end: float, s0: float, at_steps: list, fracs: list, lv: f
         f"held-out loss of the schedule minus the reference's at each of the {n} seeds (paired: one seed gives "
         f"every schedule the same initial network, examples and noise); negative means the schedule is better. "
         f"Late targets: each seed's curve is smoothed inside the window by a centred 3-point moving average "
-        f"(2 points at the window's ends, no point outside the window); the best schedule is the one whose "
-        f"seed-mean smoothed curve has the lowest minimum; at seed i and fraction f in {fracs} the target is "
-        f"L0_i - f (L0_i - m_i), L0_i the step-0 loss and m_i the best schedule's smoothed minimum at that seed; "
+        f"(2 points at the window's ends, no point outside the window); the target's schedule is {whose}; at "
+        f"seed i and fraction f in {fracs} the target is L0_i - f (L0_i - m_i), L0_i the step-0 loss and m_i "
+        f"the target's schedule's smoothed minimum at that seed; "
         f"a schedule's steps to it are where its smoothed curve crosses the target from above for the last time "
         f"(it stays at or below from there on), interpolated linearly in steps between the two checkpoints "
         f"around the crossing; a curve already at or below the target at the window's first checkpoint is "
@@ -662,8 +667,12 @@ def _rule(sf: float, s_end: float, s0: float, at_steps: list, fracs: list, lv: f
     )
 
 
+#: How compare_training sets the late targets: per compared pair, or from the best schedule of all.
+TARGET_MODES = ("pair", "best")
+
+
 def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0), at=(0.25, 0.5, 1.0),
-                     level: float = 0.95, start_fraction: float = 0.1) -> dict:
+                     level: float = 0.95, start_fraction: float = 0.1, targets: str = "pair") -> dict:
     r"""Compare every schedule with ``reference`` at equal compute and at late targets, with paired t intervals.
 
     **Equal compute.**  For each fraction :math:`a` in ``at``, the checkpoint :math:`k` nearest to
@@ -672,7 +681,11 @@ def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0
     its side against 0, and each schedule's mean and standard error over seeds.
 
     **Late targets.**  For each :math:`f` in ``fractions``, the steps :math:`T_{s,i}` to the per-seed
-    targets of :func:`late_targets`.  When every seed of both runs reaches the target (status
+    targets of :func:`late_targets`, computed for the pair (schedule, reference) alone when ``targets``
+    is ``"pair"`` (the default: the target is a share of the better of the two's improvement, so that the
+    better one reaches it and the comparison can decide whenever the other misses it on every seed), or
+    over all schedules when it is ``"best"`` (a share of the best schedule's improvement; two schedules
+    far from the best then both miss it and their comparison is inconclusive).  When every seed of both runs reaches the target (status
     ``"reached"`` or ``"at window start"``), :func:`paired_interval` of :math:`T_{s,i}` and
     :math:`T_{\mathrm{ref},i}` with ``log=True`` (geometric-mean ratio) and its side against 1
     (``"above"``: the schedule needs more steps).  Otherwise the ratio is censored: ``ratio`` is
@@ -697,11 +710,13 @@ def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0
         Coverage of every interval.
     start_fraction : float in [0, 1), default 0.1
         Start of the judged window.
+    targets : {"pair", "best"}
+        Whose improvement the late targets are shares of (above).
 
     Returns
     -------
     dict
-        ``reference``, ``level``, ``start_fraction``, ``n_seeds``, ``fractions``, ``at`` (the checkpoint
+        ``reference``, ``level``, ``start_fraction``, ``targets`` (the mode), ``n_seeds``, ``fractions``, ``at`` (the checkpoint
         steps used), ``best`` (of :func:`late_targets`), ``rule`` (the rules in words), ``rows``: one
         dict per schedule in ``curves`` order (the reference's row included, with differences exactly 0)
         with ``schedule``, ``equal_compute`` (per ``at``: ``fraction``, ``step``, ``mean``, ``se``,
@@ -734,6 +749,8 @@ def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0
     lv = _level(level)
     fracs = _fractions(fractions, "fractions")
     ats = _fractions(at, "at")
+    if targets not in TARGET_MODES:
+        raise ValueError(f"targets must be one of {', '.join(TARGET_MODES)}; got {targets!r}")
     c = _check_curves(s, curves, 2)
     if reference not in c:
         raise ValueError(f"reference must be one of the schedules {list(c)!r}; got {reference!r}")
@@ -758,17 +775,20 @@ def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0
             equal.append({"fraction": a, "step": _number(s[k]), "mean": mean, "se": se, "reference_mean": ref_mean,
                           "reference_se": ref_se, "difference": diff,
                           "side": interval_side(diff["lo"], diff["hi"], 0.0)})
-        late = [_late_row(name, reference, lt, k, lv) for k in range(len(fracs))]
+        lt_s = lt if targets == "best" or name == reference else _late_targets(
+            s, {name: cn, reference: c[reference]}, fracs, sf)
+        late = [{**_late_row(name, reference, lt_s, k, lv), "targets_from": lt_s["best"]} for k in range(len(fracs))]
         rows.append({"schedule": name, "equal_compute": equal, "late_targets": late})
     at_steps = [_number(s[k]) for k in idx]
     return {
         "reference": reference,
         "level": lv,
         "start_fraction": sf,
+        "targets": targets,
         "n_seeds": int(n),
         "fractions": fracs,
         "at": at_steps,
         "best": lt["best"],
-        "rule": _rule(sf, s[-1], s[mask][0], at_steps, fracs, lv, n),
+        "rule": _rule(sf, s[-1], s[mask][0], at_steps, fracs, lv, n, targets),
         "rows": rows,
     }

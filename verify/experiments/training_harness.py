@@ -57,7 +57,19 @@ VERDICT_FRACTION = 0.9
 
 
 def make_spec(name: str, kind: str, fixed: dict, grid: dict):
-    """A sweep specification from its parts (:func:`~noisealloc.verify.experiments.sweep.spec.parse_sweep`)."""
+    """A sweep specification from its parts (:func:`~noisealloc.verify.experiments.sweep.spec.parse_sweep`).
+
+    Parameters
+    ----------
+    name, kind : str
+        The sweep's name and cell kind.
+    fixed, grid : dict
+        Options shared by every cell, and the axes of the grid.
+
+    Returns
+    -------
+    SweepSpec
+    """
     from noisealloc.verify.experiments.sweep.spec import parse_sweep
 
     return parse_sweep({"sweep": {"name": name, "kind": kind}, "fixed": fixed, "grid": grid})
@@ -172,7 +184,19 @@ def train_cells(kind: str, data: str, schedules, seeds, fixed: dict, cells_dir, 
 
 
 def add_counts(total: dict, counts: dict) -> None:
-    """Add the counters (and timings) of one sweep to a running total, in place."""
+    """Add the counters (and timings) of one sweep to a running total, in place.
+
+    Parameters
+    ----------
+    total : dict
+        The running total (``total``, ``cached``, ``computed``, ``timings``), updated.
+    counts : dict
+        One sweep's counters.
+
+    Returns
+    -------
+    None
+    """
     for k in ("total", "cached", "computed"):
         total[k] = total.get(k, 0) + counts[k]
     total.setdefault("timings", []).extend(counts.get("timings", []))

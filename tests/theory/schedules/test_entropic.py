@@ -331,3 +331,25 @@ def test_loss_factor_one_convention():
     h0 = np.where(lam <= -2.0, 0.0, h)  # zero up to the schedule's left end, -2.0 (a grid point)
     ok = schedule_loss_factor(lam, h0, uniform_lambda(lam_min=-2.0, lam_max=6.0))
     assert np.isfinite(ok.factor) and ok.factor >= 1.0
+
+
+def test_online_estimator_of_the_masked_process_takes_h_from_alpha_times_the_loss():
+    """Fed exact masked losses L = eps S of a product law (S constant, docs/THEORY.md §7), the estimator's
+    target is the square-root law of h = alpha eps S: sqrt(alpha eps), normalised on the interval."""
+    from noisealloc.theory.schedules.online import EntropyRateEstimator
+
+    est = EntropyRateEstimator(-8.0, 8.0, n_bins=32, process="masked", forgetting=1.0, floor=0.0, max_change=1.0)
+    gen = np.random.default_rng(0)
+    for _ in range(40):
+        lam = gen.uniform(-8.0, 8.0, 256)
+        est.update(lam, 7.0 / (1.0 + np.exp(lam)))  # eps S with S = 7 nats
+    lam = est.knots
+    target = est.target()
+    expect = 1.0 / (2.0 * np.cosh(lam / 2.0))  # sqrt(alpha eps) = 1 / (e^{lam/2} + e^{-lam/2})
+    expect /= np.trapezoid(expect, lam)
+    inner = np.abs(lam) <= 6.0  # the fit's ends extrapolate
+    np.testing.assert_allclose(target[inner], expect[inner], rtol=0.05)
+    with pytest.raises(ValueError, match="parameterisation must be 'x0' for the masked process"):
+        EntropyRateEstimator(process="masked", parameterisation="eps")
+    with pytest.raises(ValueError, match="process must be 'gaussian' or 'masked'"):
+        EntropyRateEstimator(process="uniform")

@@ -123,7 +123,7 @@ def test_schedules_share_examples_and_noise_at_a_seed(model, net):
 
 def test_schedule_in_another_coordinate_is_moved_to_lambda():
     sched = edm_lognormal(lam_min=-6.0, lam_max=6.0).to("log_sigma")
-    lam = N._draw_lam(sched, 2000, np.random.default_rng(0))
+    lam = N.draw_lam(sched, 2000, np.random.default_rng(0))
     assert lam.min() >= -6.0 and lam.max() <= 6.0
     # EDM log-normal: lambda ~ N(2.4, 2.4^2) truncated; the mean is pulled toward 0 by the truncation.
     assert 0.5 < lam.mean() < 2.4

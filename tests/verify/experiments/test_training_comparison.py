@@ -578,3 +578,27 @@ def test_the_rule_is_not_decided_by_the_first_five_percent(run):
     b = compare_training(steps, perturbed, reference=names[-1])
     assert a == b  # every number, status and string, exactly
     json.dumps(a, allow_nan=False)
+
+
+def test_pair_targets_decide_what_the_best_schedule_would_leave_undecided():
+    # Three schedules: "best" far ahead; "ref" and "slow" both end far above 90 % of best's improvement,
+    # and "slow" is clearly slower than "ref".  With targets from the best of all, neither reaches them
+    # (censored on every seed: inconclusive); with targets from the pair, "ref" reaches its own 90 %
+    # target on every seed and "slow" never does: decided ("above": it needs more steps).
+    steps = np.arange(0, 101, 5, dtype=float)
+    seeds = np.array([[1.0], [1.05], [0.95]])
+
+    def curve(rate, floor):
+        return floor + (10.0 - floor) * np.exp(-rate * steps / 100.0 * seeds)
+
+    curves = {"ref": curve(3.0, 5.0), "slow": curve(0.8, 5.0), "best": curve(3.0, 1.0)}
+    by_best = compare_training(steps, curves, reference="ref", fractions=(0.9,), targets="best")
+    by_pair = compare_training(steps, curves, reference="ref", fractions=(0.9,))
+    slow_best = next(r for r in by_best["rows"] if r["schedule"] == "slow")["late_targets"][0]
+    slow_pair = next(r for r in by_pair["rows"] if r["schedule"] == "slow")["late_targets"][0]
+    assert slow_best["side"] == "inconclusive" and slow_best["censored"] == {"slow": 3, "ref": 3}
+    assert slow_pair["targets_from"] == "ref" and slow_pair["censored"] == {"slow": 3, "ref": 0}
+    assert slow_pair["side"] == "above"
+    assert by_pair["targets"] == "pair" and "two schedules compared" in by_pair["rule"]
+    with pytest.raises(ValueError, match="targets must be one of pair, best"):
+        compare_training(steps, curves, reference="ref", targets="all")
