@@ -62,6 +62,7 @@ __all__ = [
     "get_weight",
     "WEIGHT_NAMES",
     "LOSS_WEIGHTS",
+    "MASKED_LOSS_WEIGHTS",
     "loss_weight",
     "log_loss_weight",
     "check_loss_weight",
@@ -346,6 +347,10 @@ def get_weight(name: str, **params) -> Weight:
 #: Per-example training loss weights of the x0 loss (:func:`loss_weight`); not evaluation weights: no
 #: sampling density is folded in (the schedule draws the levels).
 LOSS_WEIGHTS = ("edm", "elbo", "none")
+#: Per-example training loss weights of the masked process's cross-entropy (docs/THEORY.md §7):
+#: "elbo" = alpha / p (the unbiased negative ELBO whatever the schedule p: MDLM and MD4's practice) and
+#: "alpha" = alpha (the schedule then weights the levels, the allocation view of §4).
+MASKED_LOSS_WEIGHTS = ("elbo", "alpha")
 _LOG_MAX = math.log(np.finfo(np.float64).max)
 
 

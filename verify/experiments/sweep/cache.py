@@ -31,6 +31,8 @@ CELL_DEPENDENCIES = {
     "noisealloc.verify.experiments.sweep.cells:cell_training": ("noisealloc.theory", "noisealloc.verify.experiments.random_features"),
     "noisealloc.verify.experiments.sweep.cells:cell_demo": (),
     "noisealloc.verify.experiments.neural_efficiency:cell_neural": _NEURAL_DEPENDENCIES,
+    "noisealloc.verify.experiments.masked_efficiency:cell_masked": _NEURAL_DEPENDENCIES + (
+        "noisealloc.verify.experiments.masked_training", "noisealloc.verify.experiments.neural_efficiency"),
     "noisealloc.verify.experiments.neural_efficiency:cell_schedule": _NEURAL_DEPENDENCIES,
     "noisealloc.verify.experiments.regime_cells:cell_coupled": ("noisealloc.theory", "noisealloc.verify.experiments.random_features"),
     "noisealloc.verify.experiments.regime_cells:cell_independent": ("noisealloc.theory", "noisealloc.verify.experiments.learners"),

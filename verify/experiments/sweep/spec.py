@@ -20,6 +20,8 @@ CELL_KINDS = {
     "training": "noisealloc.verify.experiments.sweep.cells:cell_training",
     "demo": "noisealloc.verify.experiments.sweep.cells:cell_demo",
     "neural": "noisealloc.verify.experiments.neural_efficiency:cell_neural",
+    # The masked-diffusion training cells of figure 7 (docs/THEORY.md §7).
+    "masked": "noisealloc.verify.experiments.masked_efficiency:cell_masked",
     # The shared artifacts (entropy-rate profiles, pilot runs) of regime (iii)'s schedules, built first.
     "fig6-schedule": "noisealloc.verify.experiments.neural_efficiency:cell_schedule",
     # Figure 6's regimes (i) and (ii), one cell per data set / schedule, so that `reproduce` caches them too.
@@ -83,9 +85,10 @@ def _param_maximum() -> dict:
 
 
 def _param_choices() -> dict:
-    from noisealloc.theory.weights import LOSS_WEIGHTS
+    from noisealloc.theory.weights import LOSS_WEIGHTS, MASKED_LOSS_WEIGHTS
 
-    return {"criterion": ("L", "sandwich"), "loss_weight": LOSS_WEIGHTS}
+    # either process's weights: the cell checks its own (a Gaussian cell refuses "alpha", a masked one "edm")
+    return {"criterion": ("L", "sandwich"), "loss_weight": tuple(dict.fromkeys(LOSS_WEIGHTS + MASKED_LOSS_WEIGHTS))}
 
 
 def _check_cells(source: str, fixed: dict, grid: dict, allow_large: bool) -> None:
