@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.figures import _common as C
+from noisealloc.figures import _training as T
 from noisealloc.verify.experiments import training_harness as H
 
 # The cells of regimes (i) and (ii) and their constants live in the verify layer (the sweep engine runs them).
@@ -178,23 +179,24 @@ ABLATION_SCHEDULES = ("sqrt-entropic", "edm_lognormal")
 def _neural_sizes(quick: bool) -> dict:
     """Regime (iii)'s options: one training recipe for every schedule; run lengths per data kind.
 
-    Measured on 2 cores (one XLA thread per worker, quiet machine): a step of the 128 x 3 MLP takes
-    0.9-1.2 ms (Dirac D = 8, digits D = 64) and about 2.5 ms on MNIST (D = 784); an evaluation on the frozen
-    set 10-60 ms (MNIST ~0.4 s).  Quick: 48 main cells + 6 ablation cells, about 2.5 minutes on 2 workers
-    (measured 4.3 min with 4000/2500 steps and 9 ablation cells on a loaded machine).
-    Full: 200 main cells with MNIST + 30 ablation cells, about 25 minutes.  The Dirac mixture trains
-    longest because it is the data set with a known floor (the Bayes denoiser's held-out loss): with
-    30,000 steps the best schedule ends about 2x above it (measured: uniform-lambda 6.3 nats against a
-    floor of 3.13 after 20,000 steps), which the figure shows.
+    Measured (2026-12-04, 2 cores, one XLA thread per worker): a step of the 128 x 3 MLP takes 1.1 ms alone
+    and 2.2-2.5 ms with both workers busy (Dirac D = 8, digits D = 64; the two workers share the cores'
+    execution units), about 5 ms on MNIST (D = 784); 20 evaluations of the frozen set 0.8-1.2 s per cell.
+    Quick (3000/2000 steps) measured 239 s for figure 6 and 303 s for `reproduce --quick`; the run lengths
+    below bring it to about 4.3 minutes.  Full: 200 main cells with MNIST + 20 ablation cells in about 30
+    minutes.  The Dirac mixture trains longest because it has a known floor (the Bayes denoiser's held-out
+    loss), which the figure shows with the best schedule's factor (measured: uniform-lambda 6.3 nats against
+    a floor of 3.13 after 20,000 steps; the square-root schedule of the pilot 5.8 against 3.12 after 4000).
     """
     common = {"batch_size": 128, "learning_rate": 1e-3, "width": 128, "depth": 3, "checkpoints": 20,
               "eval_levels": 33, "h_levels": 49, "h_samples": 256, "online_refresh": 25, "loss_weight": "edm",
               "warmup_fraction": 0.05}
     if quick:
-        return {**common, "seeds": 3, "eval_n": 256, "steps": {"dirac": 3000, "digits": 2000},
+        return {**common, "seeds": 3, "eval_n": 256, "steps": {"dirac": 2500, "digits": 1500},
                 "ablation_weights": ["none"]}
-    return {**common, "seeds": 5, "eval_levels": 49, "eval_n": 512, "h_levels": 65,
-            "steps": {"dirac": 30000, "digits": 8000, "mnist": 3000}, "ablation_weights": ["none", "elbo"]}
+    # every data set on 300 test examples: all of digits' test split (1797 / 6), the same number elsewhere
+    return {**common, "seeds": 5, "eval_n": 300, "h_levels": 65, "checkpoints": 16,
+            "steps": {"dirac": 12000, "digits": 5000, "mnist": 2000}, "ablation_weights": ["none", "elbo"]}
 
 
 def _neural_data(quick: bool, mnist) -> list[str]:
@@ -210,14 +212,6 @@ def _neural_data(quick: bool, mnist) -> list[str]:
 def _data_kind(name: str) -> str:
     """``dirac``, ``digits`` or ``mnist``: the key of a data set's run length."""
     return "dirac" if name.startswith("dirac") else ("mnist" if name.startswith("mnist") else "digits")
-
-
-def _slug(name: str) -> str:
-    """A folder name for a data set's cells (an MNIST path is dropped: the cells' keys hold it)."""
-    import re
-
-    base = name.split(":")[0] if name.startswith("mnist") else name
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", base)
 
 
 def _cell_options(sz: dict, data: str) -> dict:
@@ -253,14 +247,14 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
         fixed = _cell_options(sz, d)
         # First the schedules' costly parts, one cell each (MNIST's population h: about a minute of Monte
         # Carlo), so that no two workers compute one and the training cells only read them.
-        prep = _spec(f"fig6-schedules-{_slug(d)}", "fig6-schedule",
+        prep = _spec(f"fig6-schedules-{T.slug(d)}", "fig6-schedule",
                      {**{k: v for k, v in fixed.items() if k in accepted}, "data": d}, {"schedule": prepared})
-        prep_records, c = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR / _slug(d), scheduler, progress,
+        prep_records, c = _sweep_records(prep, Path(out_dir) / SCHEDULE_CELLS_DIR / T.slug(d), scheduler, progress,
                                          "(iii) schedules", shared)
         c["timings"] = [{"data": d, "schedule": r["config"]["schedule"], "seconds": r["seconds"]} for r in prep_records]
         H.add_counts(prep_counts, c)
-        recs, c = H.train_cells("neural", d, NEURAL_SCHEDULES, seeds, fixed, Path(out_dir) / CELLS_DIR / _slug(d),
-                                label=f"fig6 regime (iii) {_slug(d)}", **train)
+        recs, c = H.train_cells("neural", d, NEURAL_SCHEDULES, seeds, fixed, Path(out_dir) / CELLS_DIR / T.slug(d),
+                                label=f"fig6 regime (iii) {T.slug(d)}", **train)
         H.add_counts(counts, c)
         label = d.split(":")[0] if d.startswith("mnist") else d  # an MNIST path is not a name
         rows.append(H.summarise_training(d, recs, NEURAL_SCHEDULES, seeds, discrete=_discrete(d), label=label))
@@ -268,8 +262,8 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
             ablation["edm"] = recs
             for w in sz["ablation_weights"]:
                 ablation[w], c = H.train_cells("neural", d, ABLATION_SCHEDULES, seeds, {**fixed, "loss_weight": w},
-                                               Path(out_dir) / CELLS_DIR / f"{_slug(d)}-{w}",
-                                               label=f"fig6 regime (iii) {_slug(d)}-{w}", **train)
+                                               Path(out_dir) / CELLS_DIR / f"{T.slug(d)}-{w}",
+                                               label=f"fig6 regime (iii) {T.slug(d)}-{w}", **train)
                 H.add_counts(counts, c)
     counts["schedules"] = prep_counts
     ablation = (H.weight_ablation(ablation, ABLATION_SCHEDULES, seeds, data=ABLATION_DATA) if ablation else None)
@@ -328,18 +322,6 @@ _STYLES = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ entropic"), "entropic": ("C
            "online": ("C1", "P", "online (losses)"), "sqrt-pilot": ("C5", "*", r"$\sqrt{h}$ from pilot losses")}
 
 
-def _plain_log_ticks(ax) -> None:
-    """A log y axis labelled in plain numbers (240, 4800; not 2.4e+02): minor ticks labelled only when the
-    axis spans less than a decade (over more, they crowd the major ones)."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
-    ax.set_yscale("log")
-    fmt = FuncFormatter(lambda v, _pos: f"{v:.0f}" if v >= 100 else f"{v:.3g}")
-    ax.yaxis.set_major_formatter(fmt)
-    lo, hi = ax.get_ylim()
-    ax.yaxis.set_minor_formatter(fmt if hi / lo < 10 else NullFormatter())
-
-
 def _plot_coupled(axes, doc):
     N = np.asarray(doc["N_values"], float)
     for ax, row in zip(axes, doc["rows"]):
@@ -352,7 +334,7 @@ def _plot_coupled(axes, doc):
                         ms=3, capsize=2, label=lab + extra)
         ax.axhline(row["target"], color="k", ls=":", lw=1)
         ax.set_xscale("log", base=2)
-        _plain_log_ticks(ax)
+        T.plain_log_ticks(ax)
         ax.set_title(f"(i) coupled control: {row['data']}", fontsize=9)
         ax.set_xlabel("training samples N", fontsize=8)
         ax.legend(fontsize=6, loc="upper right")
@@ -377,81 +359,10 @@ def _plot_independent(ax, ind):
     ax.legend(fontsize=7)
 
 
-def _late_label(late: dict) -> str:
-    """Legend text of a late-target comparison: the ratio and its interval, or why there is none."""
-    r = late["ratio"]
-    if r is not None:
-        return f"{r['estimate']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
-    c, n = late["censored"], len(late["status"])
-    name, ref = list(c)
-    return f"none (target missed on {c[name]}/{n} seeds, by $\\sqrt{{h}}$ on {c[ref]}/{n})"
-
-
-def _plot_neural(axes, neu):
-    f_idx = list(neu["rows"][0]["comparison"]["fractions"]).index(neu["verdict_fraction"]) if neu["rows"] else 0
-    for ax, row in zip(axes, neu["rows"]):
-        steps = np.asarray(row["steps"], float)
-        keep = steps > 0
-        cmp = {r["schedule"]: r for r in row["comparison"]["rows"]}
-        for key in neu["schedules"]:
-            col, mk, lab = _STYLES[key]
-            fin, bpd = row["final_nats"][key], row["final_bits_per_dim"][key]
-            late = cmp[key]["late_targets"][f_idx]
-            extra = (f": {fin['mean']:.3g} $\\pm$ {fin['se']:.2g} nats, {bpd['mean']:.3g} bits/dim"
-                     + ("" if key == neu["reference"] else f"; T ratio {_late_label(late)}"))
-            ax.errorbar(steps[keep], np.asarray(row["mean"][key])[keep], yerr=np.asarray(row["stderr"][key])[keep],
-                        color=col, marker=mk, ms=2.5, capsize=1.5, lw=1, label=lab + extra)
-        start = row["run_steps"] * row["comparison"]["start_fraction"]
-        ax.axvspan(0, start, color="0.92", zorder=0, label=f"start-up transient: not judged (first "
-                                                             f"{100 * row['comparison']['start_fraction']:g}%)")
-        if row["floor"]:
-            fl = row["floor"]
-            ax.axhline(fl["nats"], color="k", ls="--", lw=1,
-                       label=f"Bayes floor {fl['nats']:.3g} nats (best ends at {fl['factor']:.2f}x)")
-        ax.set_xlim(0, row["run_steps"] * 1.02)
-        _plain_log_ticks(ax)
-        d = row["dim"]
-        sec = ax.secondary_yaxis("right", functions=(lambda v, d=d: v / (d * np.log(2.0)),
-                                                     lambda v, d=d: v * d * np.log(2.0)))
-        sec.set_ylabel("bits / dim", fontsize=7)
-        sec.tick_params(labelsize=6)
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-        # a span of less than a decade gets ticks at 1, 2, 5 x 10^k (major ticks alone may be none)
-        sec.yaxis.set_major_locator(LogLocator(subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
-        sec.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
-        sec.yaxis.set_minor_formatter(NullFormatter())
-        kind = "discrete" if row["discrete"] else "continuous"
-        used = (f"{row['eval_n_used']} test examples" if row["eval_n_used"] == row["eval_n"] else
-                f"{row['eval_n_used']} test examples (asked {row['eval_n']}: the split has {row['eval_n_used']})")
-        ax.set_title(f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {d}), {used}\n"
-                     f"$\\sqrt{{h}}$ from: {row['h_source']}", fontsize=8)
-        ax.set_xlabel(f"training steps (batch {neu['sizes']['batch_size']})", fontsize=8)
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1, frameon=False,
-                  title=(f"final loss (mean $\\pm$ s.e. over {len(neu['seeds'])} seeds); T ratio = steps to "
-                         f"{100 * neu['verdict_fraction']:g}% of the best's improvement / $\\sqrt{{h}}$'s "
-                         f"[95% t interval]"),
-                  title_fontsize=6.5)
-    if axes:
-        axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
-
-
-def _plot_ablation(ax, ab):
-    """EDM - sqrt(h) final held-out loss difference per training loss weight, with its paired t interval."""
-    ws = list(ab["weights"])
-    x = np.arange(len(ws))
-    est = np.array([ab["weights"][w]["difference"]["estimate"] for w in ws])
-    lo = np.array([ab["weights"][w]["difference"]["lo"] for w in ws])
-    hi = np.array([ab["weights"][w]["difference"]["hi"] for w in ws])
-    ax.errorbar(x, est, yerr=[est - lo, hi - est], fmt="o", color="C3", capsize=4)
-    ax.axhline(0.0, color="k", lw=0.8)
-    names = {"edm": "EDM weight\n(main runs)", "none": "unweighted\nx0 loss", "elbo": "ELBO weight"}
-    ax.set_xticks(x, [names.get(w, w) for w in ws], fontsize=7)
-    ax.set_xlim(-0.6, len(ws) - 0.4)
-    ax.set_ylabel("EDM - $\\sqrt{h}$ final loss (nats)", fontsize=8)
-    verdict = "sign changes with the weight" if ab["sign_changes"] else "no decided change of sign"
-    ax.set_title(f"(iii) loss-weight ablation on {ab['data']}, end of the run\n"
-                 f"> 0: $\\sqrt{{h}}$ ends lower; 95% paired t intervals\n{verdict}", fontsize=8)
+def _neural_title(row) -> str:
+    kind = "discrete" if row["discrete"] else "continuous"
+    return (f"(iii) Adam, {row['network']}: {row['data']} ({kind}, D = {row['dim']}), {T.used_examples(row)}\n"
+            f"$\\sqrt{{h}}$ from: {row['h_source']}")
 
 
 def plot(doc: dict, path) -> None:
@@ -463,9 +374,14 @@ def plot(doc: dict, path) -> None:
     gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.7])
     _plot_coupled([fig.add_subplot(gs[0, j]) for j in range(n_i)], doc)
     _plot_independent(fig.add_subplot(gs[1, :]), doc["independent"])
-    _plot_neural([fig.add_subplot(gs[2, j]) for j in range(len(neu["rows"]))], neu)
+    axes = [fig.add_subplot(gs[2, j]) for j in range(len(neu["rows"]))]
+    T.plot_training_panels(axes, neu, _STYLES, title=_neural_title)
+    if axes:
+        axes[0].set_ylabel("held-out diffusion loss (nats)", fontsize=8)
     if neu.get("ablation"):
-        _plot_ablation(fig.add_subplot(gs[2, len(neu["rows"])]), neu["ablation"])
+        ax = fig.add_subplot(gs[2, len(neu["rows"])])
+        T.plot_weight_ablation(ax, neu["ablation"])
+        ax.set_title("(iii) " + ax.get_title(), fontsize=8)
     runs = ", ".join(f"{r['data']} {r['run_steps']}" for r in neu["rows"])
     fig.suptitle(f"Figure 6: does it train faster?  Three regimes, mean $\\pm$ s.e. over seeds; "
                  f"$\\lambda\\in[{doc['interval'][0]:g}, {doc['interval'][1]:g}]$; heuristics shifted to the data scale\n"
