@@ -233,9 +233,11 @@ def _neural_rows(f6):
     return out
 
 
-def _late(f6, crow):
-    """The late-target entry that decides the claims (fraction ``verdict_fraction``) of a comparison row."""
-    f = f6["neural"]["verdict_fraction"]
+def _late(doc, crow):
+    """The late-target entry that decides the claims (fraction ``verdict_fraction``) of a comparison row.
+
+    ``doc`` is figure 6's numbers (its regime-iii part holds the fraction) or a training figure's own."""
+    f = (doc["neural"] if "neural" in doc else doc)["verdict_fraction"]
     return next(x for x in crow["late_targets"] if x["fraction"] == f)
 
 
@@ -288,12 +290,7 @@ def neural_notes(f6) -> list[str]:
     neu = f6["neural"]
     out = [f"Training: {neu['training']}.", ""]
     for r, cmp in _neural_rows(f6):
-        bits = []
-        if r["eval_n_used"] != r["eval_n"]:
-            bits.append(f"evaluated on {r['eval_n_used']} test examples: {r['eval_n']} were asked, the test split "
-                        f"has {r['eval_n_used']}")
-        else:
-            bits.append(f"evaluated on {r['eval_n_used']} test examples")
+        bits = [_used(r, "test examples")]
         if r.get("floor"):
             fl = r["floor"]
             bits.append(f"Bayes floor {num(fl['nats'], '.4g')} +- {num(fl['se'], '.2g')} nats ({fl['rule']}); the "
@@ -301,9 +298,7 @@ def neural_notes(f6) -> list[str]:
                         + ("" if fl["factor"] <= 1.5 else ": the networks are not trained to the floor, so the "
                            "comparison is one of partly trained networks"))
         if r.get("online_first_refresh") is not None:
-            bits.append(f"the online estimator first acted at step {r['online_first_refresh']} "
-                        f"({r['online_refreshes']} refreshes), before the judged window at step "
-                        f"{num(r['run_steps'] * r['comparison']['start_fraction'], '.0f')}")
+            bits.append(_online_text(r))
         e = cmp.get("edm_lognormal")
         if e and e is not cmp.get(neu["reference"]):
             end, late = e["equal_compute"][-1], _late(f6, e)
@@ -321,7 +316,83 @@ def neural_notes(f6) -> list[str]:
     return out
 
 
-def _claim_c4(f6):
+#: The practitioners' default of masked diffusion (MDLM, MD4): the comparator of C4 on figure 7.
+MASKED_BASELINE = "linear"
+
+
+def masked_table(f7) -> list[str]:
+    """REPORT.md's figure-7 table: negative ELBO in bits per token (+- s.e. over seeds), the gap to the floor where
+    known, the paired final difference from the square-root schedule and the late-target step ratios."""
+    fr = f7["rows"][0]["comparison"]["fractions"] if f7["rows"] else []
+    head = ["| data (network) | steps | schedule | final NELBO, bits/token (+- s.e.) | nats/string | gap to floor, "
+            "nats | final - sqrt, nats [95% CI] | " + " | ".join(f"T{100 * f:g} / T{100 * f:g} sqrt [95% CI]" for f in fr)
+            + " |", "|" + "---|" * (7 + len(fr))]
+    lines = []
+    for r in f7["rows"]:
+        cmp = {c["schedule"]: c for c in r["comparison"]["rows"]}
+        for name, c in cmp.items():
+            fin, bpt = r["final_nats"][name], r["final_bits_per_dim"][name]
+            end = c["equal_compute"][-1]
+            gap = (f"{num(fin['mean'] - r['floor']['nats'], '.3g')}" if r.get("floor") else
+                   "not computed (no known floor)")
+            diff = ("reference" if name == f7["reference"] else
+                    f"{num(end['difference']['estimate'], '+.3g')} [{num(end['difference']['lo'], '+.3g')}, "
+                    f"{num(end['difference']['hi'], '+.3g')}] ({end['side']})")
+            lates = ["reference" if name == f7["reference"] else f"{_ratio_text(x)} ({x['side']})"
+                     for x in c["late_targets"]]
+            lines.append(f"| {r['data']} | {r['run_steps']} | {name} | {_pm(bpt['mean'], bpt['se'], '.4g')} | "
+                         f"{_pm(fin['mean'], fin['se'])} | {gap} | {diff} | " + " | ".join(lates) + " |")
+    return head + lines
+
+
+def masked_notes(f7, cells=None, *, reused: bool = False) -> list[str]:
+    """REPORT.md's figure-7 paragraph: metric, recipe, the floor where known, evaluation sizes, the cells."""
+    runs = ", ".join(f"{r['data']} {r['run_steps']}" for r in f7["rows"])
+    out = [f"Figure 7 (masked diffusion): {f7['metric']}; Adam steps at batch {f7['sizes']['batch_size']}: {runs}; "
+           f"{len(f7['seeds'])} seeds; {f7['h_note']}.", "", f"Training: {f7['training']}.", ""]
+    for r in f7["rows"]:
+        bits = [_used(r, "test strings")]
+        if r.get("floor"):
+            fl = r["floor"]
+            h = r.get("entropy_nats")
+            bits.append(f"floor (the exact denoiser's negative ELBO on the interval) {num(fl['nats'], '.4g')} nats"
+                        + (f", H(pi) = {num(h, '.4g')} nats" if h is not None else "")
+                        + f"; the best schedule ({fl['best']}) ends at {num(fl['factor'], '.3g')}x the floor")
+        if r.get("online_first_refresh") is not None:
+            bits.append(_online_text(r))
+        out += [f"- {r['data']}: " + "; ".join(bits) + ".", ""]
+    if cells:
+        c = cells["cells"]
+        st = [t["step_time"] for t in cells["timings"] if t.get("step_time")]
+        when = "by the earlier run that made these numbers" if reused else "in this run"
+        out += [f"Figure 7 cells: {c['total']} ({c['cached']} reused from the cell cache, {c['computed']} computed "
+                f"{when}); median step time {1e3 * float(np.median(st)):.2f} ms." if st else
+                f"Figure 7 cells: {c['total']}.", ""]
+    return out
+
+
+def _online_text(row) -> str:
+    """When the online estimator first acted, against the start of the judged window."""
+    first, start = row["online_first_refresh"], row["run_steps"] * row["comparison"]["start_fraction"]
+    n = row.get("online_refreshes")
+    text = (f"the online estimator first acted at step {first}" + (f" ({n} refreshes)" if n is not None else "")
+            + f", {'before' if first < start else 'after the start of'} the judged window at step {num(start, '.0f')}")
+    if first >= start:
+        text += " (the window's first checkpoints saw its initial uniform schedule)"
+    return text
+
+
+def _used(row, what: str) -> str:
+    if row["eval_n_used"] == row["eval_n"]:
+        return f"evaluated on {row['eval_n_used']} {what}"
+    return f"evaluated on {row['eval_n_used']} {what}: {row['eval_n']} were asked, the test split has {row['eval_n_used']}"
+
+
+def _claim_c4(f6, f7=None):
+    """C4 on figure 7 (masked diffusion) when it ran, with figure 6's Gaussian-noise rows beside it; else on
+    figure 6 alone (the rule says which)."""
+    if f7 and f7.get("rows"):
+        return _claim_c4_masked(f6, f7)
     rows = _neural_rows(f6) if f6 else []
     if not rows:
         return "not measured", "", []
@@ -337,14 +408,53 @@ def _claim_c4(f6):
         else:  # a censored ratio has no value: "most" cannot be told
             flags.append(None)
     f = f6["neural"]["verdict_fraction"]
-    rule = (f"Rule (regime iii, Adam-trained MLPs): on every discrete data set the square-root entropic schedule "
-            f"reaches the late target ({100 * f:g}% of the best schedule's improvement) in fewer steps than EDM, "
-            f"i.e. the 95% paired t interval of steps_EDM/steps_{ref} lies above 1 (below 1: it needs more; "
-            "containing 1: undecided; a censored ratio decides only when one schedule misses the target on every "
-            "seed and the other reaches it on every seed), and, where it helps on every discrete set, the "
-            "geometric-mean ratio on discrete data exceeds that on continuous data.  Undecided intervals make the "
-            "verdict inconclusive, never 'not supported'.  The comparison: " + f6["neural"]["target_rule"])
+    rule = (f"Rule (figure 6 regime iii only: figure 7, masked diffusion, was not run): on every discrete data set "
+            f"the square-root entropic schedule reaches the late target ({100 * f:g}% of the better of the pair's "
+            f"improvement) in fewer steps than EDM, i.e. the 95% paired t interval of steps_EDM/steps_{ref} lies "
+            "above 1 (below 1: it needs more; containing 1: undecided; a censored ratio decides only when one "
+            "schedule misses the target on every seed and the other reaches it on every seed), and, where it helps "
+            "on every discrete set, the geometric-mean ratio on discrete data exceeds that on continuous data.  "
+            "Undecided intervals make the verdict inconclusive, never 'not supported'.  The comparison: "
+            + f6["neural"]["target_rule"])
     return interval_verdict(flags), rule, neural_table(f6)
+
+
+def _claim_c4_masked(f6, f7):
+    base = MASKED_BASELINE
+    rows = [(r, _late(f7, {c["schedule"]: c for c in r["comparison"]["rows"]}[base])) for r in f7["rows"]]
+    flags = [_flag(x["side"]) for _, x in rows]  # helps on every masked data set and network
+    cont = [(r, _late(f6, c["edm_lognormal"])) for r, c in (_neural_rows(f6) if f6 else []) if not r["discrete"]]
+    most = "no continuous rows of figure 6 to compare with"
+    if flags and all(f is True for f in flags) and cont:
+        rd = [x["ratio"]["estimate"] for _, x in rows if x["ratio"]]
+        rc = [x["ratio"]["estimate"] for _, x in cont if x["ratio"]]
+        if len(rd) == len(rows) and len(rc) == len(cont):
+            gd, gc = float(np.exp(np.mean(np.log(rd)))), float(np.exp(np.mean(np.log(rc))))
+            flags.append(gd > gc)
+            most = f"geometric-mean step ratio {gd:.3g} on masked data against {gc:.3g} on figure 6's continuous data"
+        else:
+            flags.append(None)
+            most = "a censored ratio has no value: 'most' cannot be told"
+    f = f7["verdict_fraction"]
+    rule = (f"Rule (figure 7: masked diffusion, the discrete diffusion of practice): on every data set and network "
+            f"the square-root entropic schedule reaches the late target ({100 * f:g}% of the better of the pair's "
+            f"improvement) in fewer steps than the {base} schedule (MDLM and MD4's default), i.e. the 95% paired t "
+            f"interval of steps_{base}/steps_sqrt lies above 1 (containing 1: undecided; a censored ratio decides "
+            "only when one schedule misses the target on every seed and the other reaches it on every seed), and, "
+            "where it helps everywhere, the geometric-mean ratio on masked data exceeds figure 6's EDM/sqrt ratio on "
+            f"continuous data ({most}).  Undecided intervals make the verdict inconclusive, never 'not supported'.  "
+            "Figure 6's Gaussian-noise rows (discrete data under Gaussian noise) are shown beside it and do not "
+            "enter the verdict.  The comparison: " + f7["target_rule"])
+    lines = masked_table(f7)
+    if f6 and _neural_rows(f6):
+        lines += ["", "Beside it, figure 6 (Gaussian noise; discrete data are a Dirac mixture and binarised "
+                  "images): steps_EDM/steps_sqrt at the same late target:", "",
+                  "| data | kind | steps_EDM/steps_sqrt [95% CI] |", "|---|---|---|"]
+        for r, c in _neural_rows(f6):
+            x = _late(f6, c["edm_lognormal"])
+            lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {_ratio_text(x)} "
+                         f"({x['side']}) |")
+    return interval_verdict(flags), rule, lines
 
 
 def _claim_c5(f6):
@@ -370,7 +480,7 @@ def _claim_c5(f6):
     f = f6["neural"]["verdict_fraction"]
     rule = (f"Rule (regime iii): on every continuous data set the square-root entropic schedule needs at most "
             f"{1 + COMPETITIVE_MARGIN:g} times the steps EDM needs to reach the late target ({100 * f:g}% of the "
-            f"best schedule's improvement), i.e. the interval of steps_EDM/steps_sqrt lies above {bound:.3g} "
+            f"better of the pair's improvement), i.e. the interval of steps_EDM/steps_sqrt lies above {bound:.3g} "
             "(below: not competitive; containing it: undecided, and the verdict is inconclusive; a censored ratio "
             "decides only when one schedule misses the target on every seed and the other reaches it on every seed).")
     return interval_verdict(flags), rule, head + lines
@@ -437,11 +547,11 @@ def fig6_controls(f6) -> list[str]:
 def evaluate_claims(out_dir) -> dict:
     """``claim id -> {"claim", "verdict", "rule", "table"}`` from the numbers files in ``out_dir``."""
     out = Path(out_dir)
-    f2, f3, f4, f5, f6 = (_load(out, n) for n in ("fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency",
-                                                   "fig6_training"))
+    f2, f3, f4, f5, f6, f7 = (_load(out, n) for n in ("fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency",
+                                                       "fig6_training", "fig7_masked"))
     results = {}
     for (cid, text), (v, rule, table) in zip(CLAIMS, (_claim_c1(f2, f3), _claim_c2(f3, f4), _claim_c3(f3, f5, f4),
-                                                       _claim_c4(f6), _claim_c5(f6))):
+                                                       _claim_c4(f6, f7), _claim_c5(f6))):
         results[cid] = {"claim": text, "verdict": v, "rule": rule, "table": table}
     return results
 
@@ -626,6 +736,9 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
                       f"{runs}; {len(neu['seeds'])} seeds; {neu['h_note']}.{counts}", ""]
             lines += neural_notes(f6)
         lines += fig6_controls(f6)
+    f7 = _load(out, "fig7_masked")
+    if f7:
+        lines += masked_notes(f7, _load(out, "fig7_cells"), reused=("fig7_masked" in reused))
     lines += _checks_section(out)
     if provenance:
         lines += ["## Provenance of the numbers", "",

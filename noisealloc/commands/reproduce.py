@@ -1,6 +1,6 @@
 """``noisealloc reproduce [--quick | --full] [--out DIR] [--mnist PATH]``: every figure, then REPORT.md.
 
-Runs the six figure scripts of :mod:`noisealloc.figures` in order with a progress bar, each writing its
+Runs the seven figure scripts of :mod:`noisealloc.figures` in order with a progress bar, each writing its
 PNG, its numbers (JSON) and its run configuration into DIR, then writes ``DIR/REPORT.md``: each claim of
 docs/THEORY.md section 6 with the numbers behind it and a verdict computed from them.  Default data are
 embedded (synthetic models and scikit-learn's 8x8 digits), so it runs on a fresh machine; MNIST rows are
@@ -12,7 +12,10 @@ from __future__ import annotations
 __all__ = ["add_arguments", "run", "FIGURES"]
 
 #: Figure modules in running order (figures 3 and 4 depend on verify/experiments/coupling.py and verify/checks/rmt.py).
-FIGURES = ("fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency", "fig6_training")
+FIGURES = ("fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency", "fig6_training",
+           "fig7_masked")
+#: Figures whose cells train networks (the [train] and [sweep] extras) and take --scheduler.
+TRAINING_FIGURES = ("fig6_training", "fig7_masked")
 
 
 def add_arguments(parser) -> None:
@@ -27,10 +30,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--only", default=None, metavar="LIST",
                         help=f"comma-separated subset of {','.join(FIGURES)} (default: all)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                        help="address of an existing Dask scheduler for figure 6's cells (default: a "
+                        help="address of an existing Dask scheduler for the cells of figures 6 and 7 (default: a "
                              "LocalCluster of 2 worker processes); the cells of its three regimes are cached in "
                              "DIR/fig6_coupled_cells, DIR/fig6_independent_cells, DIR/fig6_schedule_cells and "
-                             "DIR/fig6_cells (with their shared artifacts in DIR/fig6_shared)")
+                             "DIR/fig6_cells (with their shared artifacts in DIR/fig6_shared); figure 7's in "
+                             "DIR/fig7_cells")
     parser.add_argument("--force", action="store_true",
                         help="recompute every figure (default: a figure whose numbers in DIR come from the same "
                              "request, i.e. mode, seed, MNIST, version and source code, is reused)")
@@ -64,10 +68,10 @@ def run(args) -> int:
         from noisealloc.theory.models.datasets import check_mnist_dir
 
         check_mnist_dir(mnist)  # a bad --mnist is refused before any figure, not "Skipped" in REPORT.md
-    if "fig6_training" in names:  # its training cells need the [train] and [sweep] extras: say so before any work
+    if set(TRAINING_FIGURES) & set(names):  # their cells need the [train] and [sweep] extras: say so before any work
         from noisealloc.theory._optional import require_all
 
-        require_all(("distributed", "jax", "optax"), "noisealloc reproduce (figure 6's training cells; "
+        require_all(("distributed", "jax", "optax"), "noisealloc reproduce (the training cells of figures 6 and 7; "
                     "--only FIGURES skips them)")
     out = Path(args.out)
     code = P.code_hash()
@@ -93,7 +97,8 @@ def run(args) -> int:
             continue
         try:
             mod = importlib.import_module(f"noisealloc.figures.{name}")
-            extra = {"scheduler": args.scheduler} if name == "fig6_training" and getattr(args, "scheduler", None) else {}
+            extra = ({"scheduler": args.scheduler} if name in TRAINING_FIGURES and getattr(args, "scheduler", None)
+                     else {})
             res = mod.run(out, quick=args.quick, seed=args.seed, mnist=mnist,
                           progress=lambda what, _n=name: bar.set_postfix_str(f"{_n}: {what}"), **extra)
             timings[name] = float(res["seconds"])

@@ -39,7 +39,7 @@ from helpers.strategies import examples
 from noisealloc.cli import EXIT_INTERNAL, main
 
 GOOD_SPEC = "dirac:K=2,D=1,sep=2,seed=0"
-FIGURES = ("fig1_entropy", "fig2_atoms", "fig3_coupling", "fig4_rmt", "fig5_efficiency", "fig6_training")
+from noisealloc.commands.reproduce import FIGURES  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- running one input

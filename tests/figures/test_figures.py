@@ -577,3 +577,32 @@ def test_fig5_efficiency_orientation():
     assert F5.efficiency(2.0, float("inf")) == 0.0
     assert F5.efficiency(1.0, 1.0 - 1e-7) == 1.0  # within the certified gap
     assert F5.efficiency(1.0, 0.5) == 2.0  # a schedule "beating" the optimum shows; it is not clipped away
+
+
+def test_fig7_small_run_and_its_c4_verdict(tmp_path, monkeypatch):
+    """Figure 7 at tiny sizes with the real sweep engine in this process: its rows, the Markov chain's floor,
+    and REPORT.md judging C4 on it with figure 6's rows beside it when they exist."""
+    pytest.importorskip("jax")
+    import distributed
+
+    from noisealloc.figures import fig7_masked as F
+    from noisealloc.verify.experiments import sweep as S
+
+    sz = F._sizes(True)
+    monkeypatch.setattr(F, "_sizes", lambda q: {**sz, "seeds": 2, "eval_n": 16, "eval_levels": 5, "h_samples": 32,
+                                                "h_levels": 9, "checkpoints": 10, "width": 16, "depth": 1,
+                                                "steps": {"mlp": 20}, "schedules": ["sqrt-entropic", "linear"]})
+    monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
+    monkeypatch.setattr(F, "_run_cells", lambda spec, cells_dir, scheduler, shared_dir=None: S.run_sweep(
+        spec, cells_dir, client=_LazyInlineClient(), shared_dir=shared_dir))
+    res = F.run(tmp_path, quick=True, seed=0)
+    doc = json.loads(res["numbers"].read_text())
+    assert [r["data"] for r in doc["rows"]] == ["digits-binarised (mlp)", "markov:V=2,L=64,stay=0.9 (mlp)"]
+    markov = doc["rows"][1]
+    assert markov["floor"] is not None and markov["floor"]["nats"] <= markov["entropy_nats"]
+    assert doc["rows"][0]["floor"] is None and doc["rows"][0]["run_steps"] == 20
+    claims = R.evaluate_claims(tmp_path)
+    assert claims["C4"]["rule"].startswith("Rule (figure 7: masked diffusion")
+    assert claims["C4"]["verdict"] in {"supported", "not supported", "mixed", "inconclusive"}
+    text = R.write_report(tmp_path).read_text()
+    assert "Figure 7 (masked diffusion)" in text and "| digits-binarised (mlp) | 20 | linear |" in text

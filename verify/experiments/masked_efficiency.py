@@ -223,14 +223,15 @@ def make_masked_levels(data: MaskedData, schedule: str, lam_min: float, lam_max:
     if schedule == "sqrt-pilot":
         lam, loss, se = _pilot_losses(data.name, mnist, lo, hi, tuple(sorted((pilot or {}).items())))
         return MS.masked_schedule_from_losses(lam, loss, loss_stderr=se, rule="sqrt-entropy", floor=ENTROPIC_FLOOR,
-                                              name="sqrt-pilot")
+                                              name="sqrt-pilot").schedule
     if schedule == "sqrt-empirical" and data.empirical is None:
         raise ValueError(f"schedule 'sqrt-empirical' needs a sample of strings; {data.name!r} is a law")
     which = "empirical" if schedule == "sqrt-empirical" else "law"
     lam, h, se = _rate_profile(data.name, mnist, which, lo, hi, int(h_levels), int(h_samples))
     rule = "entropy" if schedule == "entropic" else "sqrt-entropy"
     return MS.masked_schedule_from_rate(lam, h, h_stderr=se, rule=rule, floor=ENTROPIC_FLOOR, name=schedule,
-                                        method=f"{data.law_name if which == 'law' else 'empirical'} law, Monte Carlo")
+                                        method=f"{data.law_name if which == 'law' else 'empirical'} law, Monte Carlo"
+                                        ).schedule
 
 
 @functools.lru_cache(maxsize=8)

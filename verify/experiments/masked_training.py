@@ -282,7 +282,19 @@ def make_masked_heldout_set(strings, lam_min: float, lam_max: float, *, levels: 
 
 @dataclass(frozen=True)
 class MaskedHeldoutLoss:
-    """The held-out negative ELBO on a frozen set: nats per string and bits per token, with standard errors."""
+    """The held-out negative ELBO on a frozen set: nats per string and bits per token, with standard errors.
+
+    Attributes
+    ----------
+    nats, nats_se : float
+        Mean over the test strings of :math:`\ell_i` (nats per string) and its standard error.
+    bits_per_token, bits_per_token_se : float
+        The same divided by :math:`L \ln 2`.
+    per_level_ce, per_level_ce_se : ndarray, shape (m,)
+        Mean masked cross-entropy per string at each level, and its standard error.
+    lam : ndarray, shape (m,)
+        The levels.
+    """
 
     nats: float
     nats_se: float
@@ -303,6 +315,13 @@ def masked_heldout_nelbo(net, params, hset: MaskedHeldoutSet) -> MaskedHeldoutLo
 
     Mean over the test strings and its standard error; bits per token :math:`\bar\ell / (L \ln 2)`.  The
     cross-entropies are float32 network outputs summed in float64.
+
+    Parameters
+    ----------
+    net : MaskedMLP or MaskedTransformer
+    params : dict
+        Its weights.
+    hset : MaskedHeldoutSet
 
     Returns
     -------
@@ -351,7 +370,25 @@ def level_density(schedule, lam) -> np.ndarray:
 
 @dataclass(frozen=True)
 class MaskedRun:
-    """Outcome of :func:`train_masked` (as :class:`~noisealloc.verify.experiments.neural.TrainingRun`)."""
+    """Outcome of :func:`train_masked` (as :class:`~noisealloc.verify.experiments.neural.TrainingRun`).
+
+    Attributes
+    ----------
+    network, schedule : str
+    seed, steps : int
+    loss_weight : str
+    warmup : int
+    train_loss : ndarray
+        Batch mean of the per-example (unweighted) masked cross-entropy at each step.
+    eval_steps : ndarray of int
+    heldout : tuple of MaskedHeldoutLoss
+    compile_time, step_time, eval_time : float
+    online_refreshes : int
+    params : dict
+        The final weight average.
+    final_levels : object
+        The schedule in use at the end.
+    """
 
     network: str
     schedule: str

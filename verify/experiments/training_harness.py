@@ -48,7 +48,7 @@ __all__ = [
 
 #: The schedule every other one is compared with (the claims are about it).
 REFERENCE = "sqrt-entropic"
-#: Late targets, as shares of the best schedule's improvement (compare_training).
+#: Late targets, as shares of the better of the compared pair's improvement (compare_training).
 TARGET_FRACTIONS = (0.9, 1.0)
 #: Equal-compute checkpoints, as shares of the run (compare_training).
 EQUAL_COMPUTE_AT = (0.25, 0.5, 1.0)
