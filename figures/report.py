@@ -260,6 +260,16 @@ def _ratio_text(late) -> str:
     return f"not computed: target missed on {c[name]}/{n} seeds (sqrt: {c[ref]}/{n})"
 
 
+def _comparison_cells(name: str, crow: dict, reference: str) -> tuple[str, list[str]]:
+    """Table cells of one schedule against the reference: the paired final difference and the late-target ratios."""
+    if name == reference:
+        return "reference", ["reference"] * len(crow["late_targets"])
+    end = crow["equal_compute"][-1]
+    d = end["difference"]
+    diff = f"{num(d['estimate'], '+.3g')} [{num(d['lo'], '+.3g')}, {num(d['hi'], '+.3g')}] ({end['side']})"
+    return diff, [f"{_ratio_text(x)} ({x['side']})" for x in crow["late_targets"]]
+
+
 def neural_table(f6) -> list[str]:
     """REPORT.md's regime-(iii) table: final losses (nats and bits/dim, +- s.e. over seeds), the paired
     final difference from the square-root schedule, and the late-target step ratios, all with intervals."""
@@ -272,12 +282,7 @@ def neural_table(f6) -> list[str]:
     for r, cmp in _neural_rows(f6):
         for name, c in cmp.items():
             fin, bpd = r["final_nats"][name], r["final_bits_per_dim"][name]
-            end = c["equal_compute"][-1]
-            diff = ("reference" if name == neu["reference"] else
-                    f"{num(end['difference']['estimate'], '+.3g')} [{num(end['difference']['lo'], '+.3g')}, "
-                    f"{num(end['difference']['hi'], '+.3g')}] ({end['side']})")
-            lates = ["reference" if name == neu["reference"] else f"{_ratio_text(x)} ({x['side']})"
-                     for x in c["late_targets"]]
+            diff, lates = _comparison_cells(name, c, neu["reference"])
             lines.append(f"| {r['data']} | {'discrete' if r['discrete'] else 'continuous'} | {r['run_steps']} | "
                          f"{name} | {_pm(fin['mean'], fin['se'])} | {_pm(bpd['mean'], bpd['se'], '.4g')} | {diff} | "
                          + " | ".join(lates) + " |")
@@ -332,14 +337,9 @@ def masked_table(f7) -> list[str]:
         cmp = {c["schedule"]: c for c in r["comparison"]["rows"]}
         for name, c in cmp.items():
             fin, bpt = r["final_nats"][name], r["final_bits_per_dim"][name]
-            end = c["equal_compute"][-1]
             gap = (f"{num(fin['mean'] - r['floor']['nats'], '.3g')}" if r.get("floor") else
                    "not computed (no known floor)")
-            diff = ("reference" if name == f7["reference"] else
-                    f"{num(end['difference']['estimate'], '+.3g')} [{num(end['difference']['lo'], '+.3g')}, "
-                    f"{num(end['difference']['hi'], '+.3g')}] ({end['side']})")
-            lates = ["reference" if name == f7["reference"] else f"{_ratio_text(x)} ({x['side']})"
-                     for x in c["late_targets"]]
+            diff, lates = _comparison_cells(name, c, f7["reference"])
             lines.append(f"| {r['data']} | {r['run_steps']} | {name} | {_pm(bpt['mean'], bpt['se'], '.4g')} | "
                          f"{_pm(fin['mean'], fin['se'])} | {gap} | {diff} | " + " | ".join(lates) + " |")
     return head + lines
