@@ -183,8 +183,9 @@ def _neural_sizes(quick: bool) -> dict:
     and 2.2-2.5 ms with both workers busy (Dirac D = 8, digits D = 64; the two workers share the cores'
     execution units), about 5 ms on MNIST (D = 784); 20 evaluations of the frozen set 0.8-1.2 s per cell.
     Quick (3000/2000 steps) measured 239 s for figure 6 and 303 s for `reproduce --quick`; the run lengths
-    below leave room for figure 7's quick run within 5 minutes.  Full: 200 main cells with MNIST + 20 ablation cells in about 30
-    minutes.  The Dirac mixture trains longest because it has a known floor (the Bayes denoiser's held-out
+    below leave room for figure 7's quick run within 5 minutes.  Full: 200 main cells with MNIST + 20 ablation
+    cells in about 25 minutes, leaving figure 7 room within the 45 minutes of `reproduce --full`.  The Dirac
+    mixture trains longest because it has a known floor (the Bayes denoiser's held-out
     loss), which the figure shows with the best schedule's factor (measured: uniform-lambda 6.3 nats against
     a floor of 3.13 after 20,000 steps; the square-root schedule of the pilot 5.8 against 3.12 after 4000).
     """
@@ -196,7 +197,7 @@ def _neural_sizes(quick: bool) -> dict:
                 "ablation_weights": ["none"]}
     # every data set on 300 test examples: all of digits' test split (1797 / 6), the same number elsewhere
     return {**common, "seeds": 5, "eval_n": 300, "h_levels": 65, "checkpoints": 16,
-            "steps": {"dirac": 12000, "digits": 5000, "mnist": 2000}, "ablation_weights": ["none", "elbo"]}
+            "steps": {"dirac": 6000, "digits": 4000, "mnist": 2000}, "ablation_weights": ["none", "elbo"]}
 
 
 def _neural_data(quick: bool, mnist) -> list[str]:

@@ -398,7 +398,7 @@ def test_figure5_takes_the_command_lines_law(tmp_path):
     from noisealloc.theory.models.datasets import load_data
     from noisealloc.theory.schedules.io import load_json
 
-    sizes = {**F5._sizes(True), "levels": 17, "h_samples": 64}
+    sizes = {**F5._sizes(True), "levels": 17, "h_samples": 64, "h_samples_smoothed": 64}
     lam = np.linspace(sizes["lam_min"], sizes["lam_max"], sizes["levels"])
     fig = F5.entropic_schedule_of(load_data("digits"), lam, sizes, 3)
     assert fig.law.law == "smoothed"
@@ -591,7 +591,7 @@ def test_fig7_small_run_and_its_c4_verdict(tmp_path, monkeypatch):
     sz = F._sizes(True)
     monkeypatch.setattr(F, "_sizes", lambda q: {**sz, "seeds": 2, "eval_n": 16, "eval_levels": 5, "h_samples": 32,
                                                 "h_levels": 9, "checkpoints": 10, "width": 16, "depth": 1,
-                                                "steps": {"mlp": 20}, "schedules": ["sqrt-entropic", "linear"]})
+                                                "steps": {"strings": 20}, "schedules": ["sqrt-entropic", "linear"]})
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
     monkeypatch.setattr(F, "_run_cells", lambda spec, cells_dir, scheduler, shared_dir=None: S.run_sweep(
         spec, cells_dir, client=_LazyInlineClient(), shared_dir=shared_dir))
