@@ -4,11 +4,25 @@ loss-weight ablation, and folder names for a data set's cells.  The numbers come
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import numpy as np
 
-__all__ = ["slug", "plain_log_ticks", "late_label", "plot_training_panels", "used_examples", "plot_weight_ablation"]
+__all__ = ["one_cluster", "slug", "plain_log_ticks", "late_label", "plot_training_panels", "used_examples", "plot_weight_ablation"]
+
+
+@contextlib.contextmanager
+def one_cluster(scheduler=None):
+    """The scheduler every sweep of a figure runs on: ``scheduler`` when given, else one LocalCluster for all
+    of them (:func:`~noisealloc.verify.experiments.sweep.engine.local_scheduler`); yields its address."""
+    if scheduler:
+        yield scheduler
+        return
+    from noisealloc.verify.experiments.sweep.engine import local_scheduler
+
+    with local_scheduler() as address:
+        yield address
 
 
 def slug(name: str) -> str:

@@ -301,9 +301,9 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
     """
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, T.one_cluster(scheduler) as address:
         cache = Path(tmp) if out_dir is None else Path(out_dir)
-        kw = {"quick": quick, "seed": seed, "out_dir": cache, "scheduler": scheduler, "progress": progress}
+        kw = {"quick": quick, "seed": seed, "out_dir": cache, "scheduler": address, "progress": progress}
         doc, c1 = _compute_coupled(mnist=mnist, **kw)
         doc["regime"] = "(i) coupled control: top-level rows; (ii) independent; (iii) neural"
         doc["independent"], c2 = _compute_independent(**kw)

@@ -52,7 +52,8 @@ def _sizes(quick: bool) -> dict:
               "warmup_fraction": 0.05, "lam_min": LAM_MIN, "lam_max": LAM_MAX}
     if quick:
         # reproduce --quick must stay within 5 minutes with figure 6: a short run, four schedules
-        return {**common, "seeds": 3, "eval_n": 256, "h_samples": 512, "steps": {"strings": 600, "mnist": 600},
+        return {**common, "seeds": 3, "eval_n": 128, "eval_levels": 17, "checkpoints": 10, "h_samples": 256,
+                "h_levels": 25, "steps": {"strings": 600, "mnist": 600},
                 "schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
     return {**common, "seeds": 5, "eval_n": 300, "h_samples": 512, "steps": {"strings": 1500, "mnist": 800},
             "schedules": list(SCHEDULES), "mnist_schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
@@ -83,7 +84,7 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
     schedules = [s for s in sz["schedules"]]
     counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, T.one_cluster(scheduler) as address:
         cache = Path(tmp) if out_dir is None else Path(out_dir)
         for data, network in _data(quick, mnist):
             mnist_row = data.startswith("mnist")
@@ -93,7 +94,7 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
             sch = [s for s in pool if not (s == "sqrt-empirical" and data.startswith("markov"))]
             slug = T.slug(data) + f"-{network}"
             recs, c = H.train_cells("masked", data, sch, seeds, fixed, cache / CELLS_DIR / slug,
-                                    label=f"fig7 {slug}", scheduler=scheduler, progress=progress,
+                                    label=f"fig7 {slug}", scheduler=address, progress=progress,
                                     runner=_run_cells)
             H.add_counts(counts, c)
             label = (data.split(":")[0] if data.startswith("mnist") else data) + f" ({network})"

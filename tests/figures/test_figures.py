@@ -7,6 +7,7 @@ each run twice into two directories.  Slow tier: the same at the real ``--quick`
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import numpy as np
@@ -259,6 +260,7 @@ def _fig6_small(monkeypatch, *, stop=None):
                            shared_dir=shared_dir)
 
     monkeypatch.setattr(F, "_run_cells", inline)
+    monkeypatch.setattr(F.T, "one_cluster", lambda scheduler=None: contextlib.nullcontext(scheduler))
     return F
 
 
@@ -505,7 +507,7 @@ def _rows_of(table):
             ["slope_l1 = -0.5", "tolerance 0.2"]]),
     ("C3", [["0.300 < 0.9", "0.300 < 0.950"], ["factor_gap = 0.4", "tolerance 0.05", "1.400", "1.000"],
             ["not counted"]]),
-    ("C4", [["[2, 4]"], ["[1.2, 1.9]"], ["[0.9, 1.1]"], ["[1.2, 1.9]"]]),
+    ("C4", [["reference"], ["[2, 4]"], ["[1.2, 1.9]"], ["reference"], ["[0.9, 1.1]"], ["[1.2, 1.9]"]]),
     ("C5", [["1 [0.9, 1.1]", "interval vs 0.8"]]),
 ])
 def test_every_verdict_prints_rule_numbers_and_tolerance(tmp_path, cid, needles):
@@ -595,6 +597,7 @@ def test_fig7_small_run_and_its_c4_verdict(tmp_path, monkeypatch):
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
     monkeypatch.setattr(F, "_run_cells", lambda spec, cells_dir, scheduler, shared_dir=None: S.run_sweep(
         spec, cells_dir, client=_LazyInlineClient(), shared_dir=shared_dir))
+    monkeypatch.setattr(F.T, "one_cluster", lambda scheduler=None: contextlib.nullcontext(scheduler))
     res = F.run(tmp_path, quick=True, seed=0)
     doc = json.loads(res["numbers"].read_text())
     assert [r["data"] for r in doc["rows"]] == ["digits-binarised (mlp)", "markov:V=2,L=64,stay=0.9 (mlp)"]

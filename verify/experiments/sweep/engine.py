@@ -50,6 +50,8 @@ cluster when a scheduler address is given, so the same sweep scales from one mac
 
 from __future__ import annotations
 
+import contextlib
+
 import csv
 import hashlib
 import io
@@ -63,7 +65,7 @@ from noisealloc.verify.experiments.sweep.cache import _canonical, cell_key, code
 from noisealloc.verify.experiments.sweep.spec import SweepSpec, expand_grid
 
 
-__all__ = ['SweepResult', 'SweepLock', 'run_sweep', 'run_counts', 'summary_rows', 'write_summary_csv']
+__all__ = ['SweepResult', 'SweepLock', 'run_sweep', 'local_scheduler', 'run_counts', 'summary_rows', 'write_summary_csv']
 
 
 @dataclass(frozen=True)
@@ -257,7 +259,9 @@ def _client(scheduler, n_workers):
     # Ctrl-C reaches the whole process group: worker processes started with SIGINT ignored leave the
     # interrupt to this process, which shuts them down (otherwise each prints a KeyboardInterrupt
     # traceback); silence_logs drops the nanny's shutdown warnings ("Worker process still alive ...").
-    # An interrupted sweep thus ends with one line.  Errors still show.
+    # An interrupted sweep thus ends with one line.  A cell's own error is caught and recorded by run_cell
+    # (OUT/failed), so the workers' log lines add nothing but noise: at a cluster's shut-down a worker's
+    # heartbeat can race the closing scheduler and log a "Stream is closed" traceback at ERROR level.
     import signal
     import threading
 
@@ -265,11 +269,37 @@ def _client(scheduler, n_workers):
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
     try:
         cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                               dashboard_address=None, env=dict(WORKER_ENV), silence_logs=logging.ERROR)
+                               dashboard_address=None, env=dict(WORKER_ENV), silence_logs=logging.CRITICAL)
     finally:
         if main_thread:
             signal.signal(signal.SIGINT, previous)
     return Client(cluster), cluster
+
+
+@contextlib.contextmanager
+def local_scheduler(n_workers: int = 2):
+    """A LocalCluster for several sweeps in a row (a figure's): yields its scheduler address.
+
+    Passing the address as ``scheduler=`` to each :func:`run_sweep` keeps one set of worker processes for
+    all of them: no cluster start-up and shut-down per sweep (seconds each), and the workers' caches (a
+    compiled training step, an entropy-rate profile) serve every sweep.
+
+    Parameters
+    ----------
+    n_workers : int
+        Worker processes.
+
+    Yields
+    ------
+    str
+        The scheduler's address.
+    """
+    client, cluster = _client(None, n_workers)
+    try:
+        yield cluster.scheduler_address
+    finally:
+        client.close()
+        cluster.close()
 
 
 def run_sweep(spec: SweepSpec, out_dir, *, scheduler: str | None = None, n_workers: int = 2,
