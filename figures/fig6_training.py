@@ -182,7 +182,8 @@ def _neural_sizes(quick: bool) -> dict:
     Measured (2026-12-04, 2 cores, one XLA thread per worker): a step of the 128 x 3 MLP takes 1.1 ms alone
     and 2.2-2.5 ms with both workers busy (Dirac D = 8, digits D = 64; the two workers share the cores'
     execution units), about 5 ms on MNIST (D = 784); 20 evaluations of the frozen set 0.8-1.2 s per cell.
-    Quick (3000/2000 steps) measured 239 s for figure 6 and 303 s for `reproduce --quick`; the run lengths
+    Quick measured 239 s for figure 6 at 3000/2000 steps, then 152 s at 2000/1200 with one cluster for the
+    figure (reproduce --quick with figure 7 306 s); the run lengths
     below leave room for figure 7's quick run within 5 minutes.  Full: 200 main cells with MNIST + 20 ablation
     cells in about 25 minutes, leaving figure 7 room within the 45 minutes of `reproduce --full`.  The Dirac
     mixture trains longest because it has a known floor (the Bayes denoiser's held-out
@@ -193,7 +194,7 @@ def _neural_sizes(quick: bool) -> dict:
               "eval_levels": 33, "h_levels": 49, "h_samples": 256, "online_refresh": 25, "loss_weight": "edm",
               "warmup_fraction": 0.05}
     if quick:
-        return {**common, "seeds": 3, "eval_n": 256, "steps": {"dirac": 2000, "digits": 1200},
+        return {**common, "seeds": 3, "eval_n": 256, "steps": {"dirac": 1600, "digits": 1000},
                 "ablation_weights": ["none"]}
     # every data set on 300 test examples: all of digits' test split (1797 / 6), the same number elsewhere
     return {**common, "seeds": 5, "eval_n": 300, "h_levels": 65, "checkpoints": 16,

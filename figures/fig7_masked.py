@@ -53,7 +53,7 @@ def _sizes(quick: bool) -> dict:
     if quick:
         # reproduce --quick must stay within 5 minutes with figure 6: a short run, four schedules
         return {**common, "seeds": 3, "eval_n": 128, "eval_levels": 17, "checkpoints": 10, "h_samples": 256,
-                "h_levels": 25, "steps": {"strings": 600, "mnist": 600},
+                "h_levels": 25, "steps": {"strings": 500, "mnist": 500},
                 "schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
     return {**common, "seeds": 5, "eval_n": 300, "h_samples": 512, "steps": {"strings": 1500, "mnist": 800},
             "schedules": list(SCHEDULES), "mnist_schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
