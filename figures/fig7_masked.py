@@ -111,9 +111,10 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
         "reference": H.REFERENCE, "verdict_fraction": H.VERDICT_FRACTION, "sizes": sz, "interval": [LAM_MIN, LAM_MAX],
         "rows": rows, "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
         "target_rule": rows[0]["comparison"]["rule"] if rows else "",
-        "metric": "held-out negative ELBO int_{-10}^{10} alpha L dlam (nats per string; bits per token = nats / "
-                  "(L ln 2)) on strings never trained on, a fixed grid of 33 levels and the same masks for every "
-                  "schedule and seed; the floor (Markov chain) is the exact denoiser's value H(-10) - H(10)",
+        "metric": f"held-out negative ELBO int_{{{LAM_MIN:g}}}^{{{LAM_MAX:g}}} alpha L dlam (nats per string; bits per "
+                  f"token = nats / (L ln 2)) on strings never trained on, a fixed grid of {sz['eval_levels']} levels "
+                  "and the same masks for every schedule and seed; the floor (Markov chain) is the exact denoiser's "
+                  f"value H({LAM_MIN:g}) - H({LAM_MAX:g})",
         "training": (f"Adam, batch {sz['batch_size']}, step size {sz['learning_rate']:g} after a linear warm-up over "
                      f"the first {100 * sz['warmup_fraction']:g}% of the run, the masked-diffusion ELBO as practice "
                      "trains it (per-example weight alpha / p(lam): an unbiased negative ELBO whatever the "
