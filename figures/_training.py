@@ -49,6 +49,8 @@ def late_label(late: dict) -> str:
     if r is not None:
         return f"{r['estimate']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
     c, n = late["censored"], len(late["status"])
+    if not any(c.values()):
+        return "none (both reach the target before the judged window)"
     name, ref = list(c)
     return f"none (target missed on {c[name]}/{n} seeds, by $\\sqrt{{h}}$ on {c[ref]}/{n})"
 

@@ -254,6 +254,8 @@ def _ratio_text(late) -> str:
     r = late["ratio"]
     if r is not None:
         return f"{num(r['estimate'])} [{num(r['lo'])}, {num(r['hi'])}]"
+    if not any(late["censored"].values()):  # not censored: both reached it before the judged window
+        return "not computed: both reach the target before the judged window (ratio 1 by construction)"
     c = late["censored"]
     n = len(late["status"])
     name, ref = list(c)

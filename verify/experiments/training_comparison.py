@@ -613,7 +613,13 @@ def _late_row(name: str, reference: str, lt: dict, k: int, lv: float) -> dict:
         "censored": {name: miss_name, reference: miss_ref},
         "at_window_start": {name: start_name, reference: start_ref},
     }
-    if miss_name == 0 and miss_ref == 0:
+    if start_name == n and start_ref == n and name != reference:
+        # Both already at or below the target at the window's first checkpoint on every seed: each step
+        # count is that checkpoint (an upper bound), so their ratio is 1 by construction, not a measurement.
+        row.update(ratio=None, side="inconclusive",
+                   why=f"interval not computed: {name!r} and {reference!r} both reach the target before the judged "
+                       f"window on every seed (at its first checkpoint), so the step ratio is not measured")
+    elif miss_name == 0 and miss_ref == 0:
         ratio = paired_interval(t_name, t_ref, level=lv, log=True)
         row.update(ratio=ratio, side=interval_side(ratio["lo"], ratio["hi"], 1.0), why=None)
     else:
@@ -686,7 +692,8 @@ def compare_training(steps, curves: dict, *, reference: str, fractions=(0.9, 1.0
     better one reaches it and the comparison can decide whenever the other misses it on every seed), or
     over all schedules when it is ``"best"`` (a share of the best schedule's improvement; two schedules
     far from the best then both miss it and their comparison is inconclusive).  When every seed of both runs reaches the target (status
-    ``"reached"`` or ``"at window start"``), :func:`paired_interval` of :math:`T_{s,i}` and
+    ``"reached"`` or ``"at window start"``, but not both at window start on every seed, which makes
+    the ratio 1 by construction: then it is ``None`` with a ``why``), :func:`paired_interval` of :math:`T_{s,i}` and
     :math:`T_{\mathrm{ref},i}` with ``log=True`` (geometric-mean ratio) and its side against 1
     (``"above"``: the schedule needs more steps).  Otherwise the ratio is censored: ``ratio`` is
     ``None``, ``censored`` counts the seeds that miss the target per run, ``why`` says why, and the

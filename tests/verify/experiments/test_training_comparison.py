@@ -602,3 +602,16 @@ def test_pair_targets_decide_what_the_best_schedule_would_leave_undecided():
     assert by_pair["targets"] == "pair" and "two schedules compared" in by_pair["rule"]
     with pytest.raises(ValueError, match="targets must be one of pair, best"):
         compare_training(steps, curves, reference="ref", targets="all")
+
+
+def test_both_reaching_the_target_before_the_window_is_not_a_ratio_of_one():
+    # Curves that fall 90 % of the way within the first 10 % of the run: both step counts are the window's
+    # first checkpoint on every seed, so their ratio would be exactly 1 by construction; it is not reported.
+    steps = np.arange(0, 1001, 50, dtype=float)
+    seeds = np.array([[1.0], [1.1], [0.9]])
+    fast = 1.0 + 9.0 * np.exp(-steps / 10.0 * seeds)
+    slower = 1.0 + 9.0 * np.exp(-steps / 12.0 * seeds)
+    out = compare_training(steps, {"ref": fast, "other": slower}, reference="ref", fractions=(0.9,))
+    late = out["rows"][1]["late_targets"][0]
+    assert late["at_window_start"] == {"other": 3, "ref": 3}
+    assert late["ratio"] is None and late["side"] == "inconclusive" and "before the judged window" in late["why"]
