@@ -282,7 +282,7 @@ def make_masked_heldout_set(strings, lam_min: float, lam_max: float, *, levels: 
 
 @dataclass(frozen=True)
 class MaskedHeldoutLoss:
-    """The held-out negative ELBO on a frozen set: nats per string and bits per token, with standard errors.
+    r"""The held-out negative ELBO on a frozen set: nats per string and bits per token, with standard errors.
 
     Attributes
     ----------
