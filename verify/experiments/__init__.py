@@ -46,7 +46,6 @@ _EXPORTS = {
     'MaskedHeldoutLoss': 'noisealloc.verify.experiments.masked_training',
     'make_masked_heldout_set': 'noisealloc.verify.experiments.masked_training',
     'masked_heldout_nelbo': 'noisealloc.verify.experiments.masked_training',
-    'MaskedRun': 'noisealloc.verify.experiments.masked_training',
     'train_masked': 'noisealloc.verify.experiments.masked_training',
     'level_density': 'noisealloc.verify.experiments.masked_training',
     'edm_preconditioning': 'noisealloc.verify.experiments.neural',

@@ -62,7 +62,6 @@ __all__ = [
     "MaskedHeldoutLoss",
     "make_masked_heldout_set",
     "masked_heldout_nelbo",
-    "MaskedRun",
     "train_masked",
     "level_density",
 ]
@@ -368,45 +367,6 @@ def level_density(schedule, lam) -> np.ndarray:
     return np.asarray(transport_pdf_to_lam(np.asarray(schedule.pdf(u), float), lam, coord), dtype=np.float64)
 
 
-@dataclass(frozen=True)
-class MaskedRun:
-    """Outcome of :func:`train_masked` (as :class:`~noisealloc.verify.experiments.neural.TrainingRun`).
-
-    Attributes
-    ----------
-    network, schedule : str
-    seed, steps : int
-    loss_weight : str
-    warmup : int
-    train_loss : ndarray
-        Batch mean of the per-example (unweighted) masked cross-entropy at each step.
-    eval_steps : ndarray of int
-    heldout : tuple of MaskedHeldoutLoss
-    compile_time, step_time, eval_time : float
-    online_refreshes : int
-    params : dict
-        The final weight average.
-    final_levels : object
-        The schedule in use at the end.
-    """
-
-    network: str
-    schedule: str
-    seed: int
-    steps: int
-    loss_weight: str
-    warmup: int
-    train_loss: np.ndarray
-    eval_steps: np.ndarray
-    heldout: tuple
-    compile_time: float
-    step_time: float
-    eval_time: float
-    online_refreshes: int
-    params: dict
-    final_levels: object
-
-
 def _check_weight(kind) -> str:
     if kind not in MASKED_LOSS_WEIGHTS:
         raise ValueError(f"loss_weight must be one of {', '.join(MASKED_LOSS_WEIGHTS)}; got {kind!r}")
@@ -444,7 +404,8 @@ def _compiled_step(net, batch_size: int, lr: float, warmup: int):
 
 def train_masked(net, data, levels, *, steps: int, batch_size: int = 128, learning_rate: float = 1e-3, seed: int = 0,
                  heldout: MaskedHeldoutSet | None = None, eval_steps=(), online_refresh: int = 25,
-                 loss_weight: str = "elbo", warmup: int | None = None, ema_halflife: float | None = None) -> MaskedRun:
+                 loss_weight: str = "elbo", warmup: int | None = None,
+                 ema_halflife: float | None = None) -> "N.TrainingRun":
     r"""Train a masked denoiser with Adam on :math:`w(\lambda)\,\mathrm{CE}`, levels from a schedule or the online estimator.
 
     Parameters
@@ -462,8 +423,9 @@ def train_masked(net, data, levels, *, steps: int, batch_size: int = 128, learni
 
     Returns
     -------
-    MaskedRun
-        ``heldout`` holds a :class:`MaskedHeldoutLoss` per evaluation step.
+    TrainingRun
+        :class:`~noisealloc.verify.experiments.neural.TrainingRun`, its ``heldout`` holding a
+        :class:`MaskedHeldoutLoss` per evaluation step and ``train_loss`` the masked cross-entropy.
 
     References
     ----------
@@ -495,9 +457,12 @@ def train_masked(net, data, levels, *, steps: int, batch_size: int = 128, learni
 
     loop = N.training_loop(net.init(np.random.default_rng([seed, 0])), opt_init_c, step_c, draw, levels, r,
                            lambda p: masked_heldout_nelbo(net, p, heldout))
-    return MaskedRun(net.name, N.levels_source_name(levels), seed, r.steps, weight, r.warmup, loop.train_loss,
-                     r.eval_steps, tuple(loop.results), compile_time, loop.train_time / r.steps, loop.eval_time,
-                     loop.refreshes, loop.params, loop.schedule)
+    return N.TrainingRun(
+        network=net.name, schedule=N.levels_source_name(levels), seed=seed, steps=r.steps, batch_size=r.batch_size,
+        learning_rate=r.learning_rate, loss_weight=weight, warmup=r.warmup, train_loss=loop.train_loss,
+        eval_steps=r.eval_steps, heldout=tuple(loop.results), compile_time=compile_time,
+        step_time=loop.train_time / r.steps, eval_time=loop.eval_time, online_refreshes=loop.refreshes,
+        params=loop.params, final_levels=loop.schedule, ema_halflife=r.ema_halflife)
 
 
 def _string_sampler(data, net):

@@ -406,10 +406,12 @@ class TrainingRun:
     warmup : int
         Warm-up steps of the step size.
     train_loss : ndarray, shape (steps,)
-        Batch-mean *unweighted* x0 loss :math:`\|D - x_0\|^2` at each step (float64 of the float32 values).
+        Batch mean of the *unweighted* per-example loss at each step (float64 of the float32 values): the x0
+        loss :math:`\|D - x_0\|^2` here, the masked cross-entropy for
+        :func:`~noisealloc.verify.experiments.masked_training.train_masked`.
     eval_steps : ndarray of int, shape (E,)
         Steps after which the held-out loss was measured (0 = the initial network).
-    heldout : tuple of HeldoutLoss
+    heldout : tuple of HeldoutLoss (or MaskedHeldoutLoss)
         The held-out metric at each of ``eval_steps`` (empty without a held-out set).
     compile_time : float
         Seconds spent tracing and compiling the initialisation and the training step (ahead of time,
