@@ -136,6 +136,10 @@ def figure_main(run, description: str, argv=None) -> int:
                         help="directory of the MNIST test-set IDX files (or set NOISEALLOC_MNIST_DIR)")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if out.exists() and not out.is_dir():  # refused before any work: a file or device is never an output folder
+        parser.exit(2, f"{parser.prog}: error: --out {args.out!r} exists and is not a directory; give a folder\n")
+    if args.seed < 0:
+        parser.exit(2, f"{parser.prog}: error: --seed must be >= 0; got {args.seed}\n")
     out.mkdir(parents=True, exist_ok=True)
     result = run(out, quick=args.quick, seed=args.seed, mnist=args.mnist)
     print(json.dumps({k: str(v) for k, v in result.items() if k in ("png", "numbers", "config")}, indent=1))
