@@ -36,35 +36,50 @@ LAM_MIN, LAM_MAX = -10.0, 10.0
 #: Schedules compared (the square-root entropic one first: the reference).
 SCHEDULES = ("sqrt-entropic", "entropic", "sqrt-empirical", "sqrt-pilot", "online", "linear", "cosine",
              "uniform_lambda")
-QUICK_SCHEDULES = ("sqrt-entropic", "sqrt-empirical", "online", "linear", "cosine")
+#: The Markov chain's (its law is exact: no empirical or pilot variant to add).
+MARKOV_SCHEDULES = ("sqrt-entropic", "entropic", "online", "linear", "cosine", "uniform_lambda")
 
 
 def _sizes(quick: bool) -> dict:
-    """The recipe: one for every schedule; run lengths per data kind (binarised MNIST its own).
+    """The recipe (one for every schedule of a row) and each row's own run length, evaluation set and schedules.
 
-    Measured on 2 cores, one XLA thread per worker (2026-12-04, quiet machine): a step of the 256 x 3 MLP at
-    batch 128 takes 4.2 ms at L = 64 and 11.7 ms at L = 784; an evaluation of 300 strings x 33 levels 0.11 s
-    and 0.35 s.  The transformer (d_model 32, 2 layers) took 109 ms a step and 2.9 s an evaluation, so a
-    comparison with 5 seeds would take hours here: it is in the library and its tests, not in this figure.
+    Measured on 2 cores, one XLA thread per worker (2026-12-04/05): a step of the 256 x 3 MLP at batch 128
+    takes 4.2 ms alone at L = 64 (7.3 ms with both workers busy) and 11.7 ms at L = 784 (33 ms busy); a step
+    of the transformer (d_model 32, 2 heads, 2 layers) at batch 32 takes 16 ms alone (its step time grows
+    faster than the batch beyond 32 on this CPU: :class:`~noisealloc.verify.experiments.masked_training.
+    MaskedTransformer`).  The full run's rows are sized so that ``reproduce --full`` with MNIST stays within
+    45 minutes: binarised MNIST and the transformer row compare the reference with the two heuristics
+    practitioners use, on a smaller evaluation set (``eval_n_used`` is in every row).
     """
-    common = {"batch_size": 128, "learning_rate": 1e-3, "width": 256, "depth": 3, "checkpoints": 20,
+    common = {"batch_size": 128, "learning_rate": 1e-3, "width": 256, "depth": 3, "checkpoints": 16,
               "eval_levels": 33, "h_levels": 49, "online_refresh": 25, "loss_weight": "elbo",
-              "warmup_fraction": 0.05, "lam_min": LAM_MIN, "lam_max": LAM_MAX}
+              "warmup_fraction": 0.05, "lam_min": LAM_MIN, "lam_max": LAM_MAX, "d_model": 32, "heads": 2,
+              "layers": 2}
     if quick:
         # reproduce --quick must stay within 5 minutes with figure 6: a short run, four schedules
+        strings = ["sqrt-entropic", "online", "linear", "cosine"]
         return {**common, "seeds": 3, "eval_n": 128, "eval_levels": 17, "checkpoints": 10, "h_samples": 256,
-                "h_levels": 25, "steps": {"strings": 500, "mnist": 500},
-                "schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
-    return {**common, "seeds": 5, "eval_n": 300, "h_samples": 512, "steps": {"strings": 1500, "mnist": 800},
-            "schedules": list(SCHEDULES), "mnist_schedules": ["sqrt-entropic", "online", "linear", "cosine"]}
+                "h_levels": 25, "rows": {"strings": {"steps": 500, "schedules": strings},
+                                         "markov": {"steps": 500, "schedules": strings}}}
+    heuristics = ["sqrt-entropic", "linear", "cosine"]
+    return {**common, "seeds": 5, "eval_n": 256, "h_samples": 512,
+            "rows": {"strings": {"steps": 1200, "schedules": list(SCHEDULES)},
+                     "markov": {"steps": 1200, "schedules": list(MARKOV_SCHEDULES)},
+                     "transformer": {"steps": 1000, "batch_size": 32, "eval_n": 128, "eval_levels": 17,
+                                     "schedules": heuristics},
+                     "mnist": {"steps": 500, "eval_n": 128, "checkpoints": 12, "schedules": heuristics}}}
 
 
-def _data(quick: bool, mnist) -> list[tuple[str, str]]:
-    """(data, network) rows: the MLP on binarised digits, the Markov chain and (full run, with a path) binarised MNIST."""
-    rows = [("digits-binarised", "mlp"), ("markov:V=2,L=64,stay=0.9", "mlp")]
+def _data(quick: bool, mnist) -> list[tuple[str, str, str]]:
+    """(data, network, size key) rows: the MLP on binarised digits and the Markov chain; in the full run also
+    the transformer on binarised digits and (with a path) the MLP on binarised MNIST."""
+    rows = [("digits-binarised", "mlp", "strings"), ("markov:V=2,L=64,stay=0.9", "mlp", "markov")]
+    if quick:
+        return rows
+    rows.append(("digits-binarised", "transformer", "transformer"))
     mnist_dir = C.resolve_mnist(mnist)
-    if mnist_dir and not quick:
-        rows.append((f"mnist-binarised:{mnist_dir}", "mlp"))
+    if mnist_dir:
+        rows.append((f"mnist-binarised:{mnist_dir}", "mlp", "mnist"))
     return rows
 
 
@@ -81,17 +96,15 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
 
     sz = _sizes(quick)
     seeds = [seed * 1000 + j for j in range(sz["seeds"])]
-    schedules = [s for s in sz["schedules"]]
     counts = {"total": 0, "cached": 0, "computed": 0, "timings": []}
     rows = []
     with tempfile.TemporaryDirectory() as tmp, T.one_cluster(scheduler) as address:
         cache = Path(tmp) if out_dir is None else Path(out_dir)
-        for data, network in _data(quick, mnist):
-            mnist_row = data.startswith("mnist")
-            fixed = {k: v for k, v in sz.items() if k not in ("seeds", "steps", "schedules", "mnist_schedules")}
-            fixed.update({"network": network, "steps": sz["steps"]["mnist" if mnist_row else "strings"]})
-            pool = sz.get("mnist_schedules", schedules) if mnist_row else schedules
-            sch = [s for s in pool if not (s == "sqrt-empirical" and data.startswith("markov"))]
+        for data, network, key in _data(quick, mnist):
+            own = sz["rows"][key]
+            fixed = {k: v for k, v in sz.items() if k not in ("seeds", "rows")}
+            fixed.update({k: v for k, v in own.items() if k != "schedules"}, network=network)
+            sch = list(own["schedules"])
             slug = T.slug(data) + f"-{network}"
             recs, c = H.train_cells("masked", data, sch, seeds, fixed, cache / CELLS_DIR / slug,
                                     label=f"fig7 {slug}", scheduler=address, progress=progress,
@@ -101,6 +114,9 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
             row = H.summarise_training(data, recs, sch, seeds, discrete=True, label=label)
             first = recs[(sch[0], seeds[0])]
             row["entropy_nats"] = first.get("entropy_nats")
+            row["network"] = network
+            row["batch_size"] = fixed["batch_size"]
+            row["eval_levels"] = fixed["eval_levels"]
             rows.append(row)
     if out_dir is not None:
         C.write_json(Path(out_dir) / CELLS_FILE, {"cells": {k: counts[k] for k in ("total", "cached", "computed")},
@@ -112,10 +128,10 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
         "rows": rows, "cells_file": f"{CELLS_FILE} (cell counters and timings of the last run)",
         "target_rule": rows[0]["comparison"]["rule"] if rows else "",
         "metric": f"held-out negative ELBO int_{{{LAM_MIN:g}}}^{{{LAM_MAX:g}}} alpha L dlam (nats per string; bits per "
-                  f"token = nats / (L ln 2)) on strings never trained on, a fixed grid of {sz['eval_levels']} levels "
-                  "and the same masks for every schedule and seed; the floor (Markov chain) is the exact denoiser's "
+                  f"token = nats / (L ln 2)) on strings never trained on, a fixed grid of {_per_row(rows, 'eval_levels')} "
+                  "levels and the same masks for every schedule and seed; the floor (Markov chain) is the exact denoiser's "
                   f"value H({LAM_MIN:g}) - H({LAM_MAX:g})",
-        "training": (f"Adam, batch {sz['batch_size']}, step size {sz['learning_rate']:g} after a linear warm-up over "
+        "training": (f"Adam, batch {_per_row(rows, 'batch_size')}, step size {sz['learning_rate']:g} after a linear warm-up over "
                      f"the first {100 * sz['warmup_fraction']:g}% of the run, the masked-diffusion ELBO as practice "
                      "trains it (per-example weight alpha / p(lam): an unbiased negative ELBO whatever the "
                      "schedule, MDLM and MD4's loss), evaluated on a weight average (half-life 2% of the run); "
@@ -125,6 +141,16 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
                   "images, of the chain itself for the Markov source; sqrt-empirical: h of the training split as "
                   "an empirical law (it memorises: h vanishes once a few tokens identify a string)",
     }
+
+
+def _per_row(rows: list[dict], key: str) -> str:
+    """``"33"`` when every row has the same value, else ``"33 (17 for <row>)"``."""
+    values = [r[key] for r in rows]
+    if not values:
+        return "-"
+    common = max(set(values), key=values.count)
+    others = [f"{v} for {r['data']}" for r, v in zip(rows, values) if v != common]
+    return f"{common}" + (f" ({'; '.join(others)})" if others else "")
 
 
 _STYLES = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ (smoothed / exact law)"),
@@ -144,7 +170,8 @@ def plot(doc: dict, path) -> None:
     gs = fig.add_gridspec(1, max(n, 2))
     axes = [fig.add_subplot(gs[0, j]) for j in range(n)]
     T.plot_training_panels(axes, doc, _STYLES, unit="token", floor_label="exact denoiser",
-                           title=lambda r: (f"{r['data']}: V = 2, L = {r['dim']}, {T.used_examples(r, 'test strings')}"
+                           title=lambda r: (f"{r['data']}: V = 2, L = {r['dim']}, batch {r['batch_size']}, "
+                                            f"{T.used_examples(r, 'test strings')}"
                                             f"\n$\\sqrt{{h}}$ from the {r['h_source']} law"))
     axes[0].set_ylabel("held-out negative ELBO (nats per string)", fontsize=8)
     fig.suptitle(f"Figure 7: masked diffusion, mean $\\pm$ s.e. over {len(doc['seeds'])} seeds, "

@@ -349,8 +349,9 @@ def masked_table(f7) -> list[str]:
 
 def masked_notes(f7, cells=None, *, reused: bool = False) -> list[str]:
     """REPORT.md's figure-7 paragraph: metric, recipe, the floor where known, evaluation sizes, the cells."""
-    runs = ", ".join(f"{r['data']} {r['run_steps']}" for r in f7["rows"])
-    out = [f"Figure 7 (masked diffusion): {f7['metric']}; Adam steps at batch {f7['sizes']['batch_size']}: {runs}; "
+    runs = ", ".join(f"{r['data']} {r['run_steps']} at batch {r.get('batch_size', f7['sizes']['batch_size'])}"
+                     for r in f7["rows"])
+    out = [f"Figure 7 (masked diffusion): {f7['metric']}; Adam steps: {runs}; "
            f"{len(f7['seeds'])} seeds; {f7['h_note']}.", "", f"Training: {f7['training']}.", ""]
     for r in f7["rows"]:
         bits = [_used(r, "test strings")]

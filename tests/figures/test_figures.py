@@ -593,7 +593,8 @@ def test_fig7_small_run_and_its_c4_verdict(tmp_path, monkeypatch):
     sz = F._sizes(True)
     monkeypatch.setattr(F, "_sizes", lambda q: {**sz, "seeds": 2, "eval_n": 16, "eval_levels": 5, "h_samples": 32,
                                                 "h_levels": 9, "checkpoints": 10, "width": 16, "depth": 1,
-                                                "steps": {"strings": 20}, "schedules": ["sqrt-entropic", "linear"]})
+                                                "rows": {k: {"steps": 20, "schedules": ["sqrt-entropic", "linear"]}
+                                                         for k in ("strings", "markov")}})
     monkeypatch.setattr(distributed, "as_completed", lambda futs: iter(futs))
     monkeypatch.setattr(F, "_run_cells", lambda spec, cells_dir, scheduler, shared_dir=None: S.run_sweep(
         spec, cells_dir, client=_LazyInlineClient(), shared_dir=shared_dir))

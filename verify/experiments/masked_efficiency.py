@@ -157,8 +157,8 @@ def _rate_profile(data_name: str, mnist, which: str, lo: float, hi: float, level
     return lam, np.asarray(h.value, float), np.broadcast_to(np.asarray(h.stderr, float), lam.shape).copy()
 
 
-def masked_network(kind: str, V: int, L: int, *, width: int = 256, depth: int = 3, d_model: int = 64,
-                   layers: int = 2, heads: int = 4):
+def masked_network(kind: str, V: int, L: int, *, width: int = 256, depth: int = 3, d_model: int = 32,
+                   layers: int = 2, heads: int = 2):
     """The denoiser of a cell: ``"mlp"`` (:class:`MaskedMLP`) or ``"transformer"`` (:class:`MaskedTransformer`).
 
     Parameters
@@ -265,7 +265,7 @@ def _pilot_losses(data_name: str, mnist, lo: float, hi: float, options: tuple):
 
 def cell_masked(*, data: str, schedule: str, seed: int = 0, network: str = "mlp", steps: int = 2000,
                 batch_size: int = 128, learning_rate: float = 1e-3, width: int = 256, depth: int = 3,
-                d_model: int = 64, layers: int = 2, heads: int = 4, lam_min: float = -10.0, lam_max: float = 10.0,
+                d_model: int = 32, layers: int = 2, heads: int = 2, lam_min: float = -10.0, lam_max: float = 10.0,
                 checkpoints: int = 20, eval_levels: int = 33, eval_n: int = 256, h_levels: int = 49,
                 h_samples: int = 1024, pilot_steps: int | None = None, online_refresh: int = 25,
                 loss_weight: str = "elbo", warmup_fraction: float = 0.05, mnist: str | None = None,

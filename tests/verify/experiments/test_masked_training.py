@@ -35,6 +35,68 @@ def test_untrained_denoiser_scores_log_v_per_masked_token(make):
     np.testing.assert_allclose(got.per_level_ce, counts * np.log(2.0), rtol=1e-6)
 
 
+def _reference_transformer(net, params, z, lam):
+    """The docstring's formula in float64 numpy: embeddings, pre-norm blocks of multi-head attention
+    (softmax(q k^T / sqrt(d_head)) v per head, heads concatenated) and a SiLU MLP, a final norm and the output layer."""
+    P = {k: v for k, v in params.items()}
+    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+
+    def ln(p, x):
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * f64(p["g"]) + f64(p["b"])
+
+    def dense(p, x):
+        return x @ f64(p["w"]) + f64(p["b"])
+
+    silu = lambda x: x / (1.0 + np.exp(-x))  # noqa: E731
+    freqs = np.asarray(M.N.fourier_frequencies(net.n_freqs), np.float64)
+    arg = 2.0 * np.pi * (-np.asarray(lam, np.float64) / 8.0)[:, None] * freqs[None, :]
+    emb = np.concatenate([np.cos(arg), np.sin(arg)], axis=1)
+    x = f64(P["tok"])[z] + f64(P["pos"])[None] + dense(P["emb"], emb)[:, None, :]
+    d, h = net.d_model, net.heads
+    e = d // h
+    for blk in P["blocks"]:
+        q, k, v = np.split(dense(blk["qkv"], ln(blk["ln1"], x)), 3, axis=-1)
+        out = []
+        for i in range(h):
+            s = q[..., i * e:(i + 1) * e] @ np.swapaxes(k[..., i * e:(i + 1) * e], 1, 2) / np.sqrt(e)
+            a = np.exp(s - s.max(-1, keepdims=True))
+            out.append((a / a.sum(-1, keepdims=True)) @ v[..., i * e:(i + 1) * e])
+        x = x + dense(blk["o"], np.concatenate(out, axis=-1))
+        x = x + dense(blk["down"], silu(dense(blk["up"], ln(blk["ln2"], x))))
+    return dense(P["out"], ln(P["ln"], x))
+
+
+def test_transformer_logits_match_the_formula_in_float64():
+    net = M.MaskedTransformer(3, 12, d_model=16, heads=4, layers=2, n_freqs=4)
+    params = net.init(3)
+    gen = np.random.default_rng(4)
+    params["out"]["w"] = (0.3 * gen.standard_normal(params["out"]["w"].shape)).astype(np.float32)
+    z = gen.integers(0, 4, size=(5, 12))
+    lam = gen.normal(scale=4.0, size=5)
+    got = np.asarray(net.apply(params, z, lam.astype(np.float32)), np.float64)
+    np.testing.assert_allclose(got, _reference_transformer(net, params, z, lam), rtol=2e-4, atol=2e-5)
+
+
+def test_heldout_nelbo_is_the_weighted_sum_of_per_level_cross_entropies():
+    # a non-trivial network (random output layer): the chunked evaluation equals a direct loop over levels
+    net = M.MaskedTransformer(2, 16, d_model=16, heads=2, layers=1)
+    params = net.init(0)
+    params["out"]["w"] = (0.5 * np.random.default_rng(1).standard_normal(params["out"]["w"].shape)).astype(np.float32)
+    hs = M.make_masked_heldout_set(STRINGS[:37], -5.0, 5.0, levels=5, rng=2)  # 185 pairs: a padded last chunk
+    got = M.masked_heldout_nelbo(net, params, hs)
+    ce = np.empty((5, 37))
+    for j, lam in enumerate(hs.lam):
+        mask = hs.u < 1.0 / (1.0 + np.exp(lam))
+        logits = _reference_transformer(net, params, np.where(mask, 2, hs.x0), np.full(37, lam))
+        logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        ce[j] = np.where(mask, -np.take_along_axis(logp, hs.x0[..., None], -1)[..., 0], 0.0).sum(1)
+    per = hs.weights @ ce
+    assert got.nats == pytest.approx(per.mean(), rel=1e-4)
+    assert got.nats_se == pytest.approx(per.std(ddof=1) / np.sqrt(37), rel=1e-3)
+    np.testing.assert_allclose(got.per_level_ce, ce.mean(1), rtol=1e-4)
+
+
 def test_linear_schedule_density_is_alpha_eps():
     # alpha = 1 - t with t uniform is, in lambda, the logistic density alpha eps; on [lo, hi] it is
     # normalised by sigmoid(hi) - sigmoid(lo).
