@@ -87,7 +87,7 @@ def plot_training_panels(axes, doc: dict, styles: dict, *, unit: str = "dim", fl
             fin, bpd = row["final_nats"][key], row["final_bits_per_dim"][key]
             late = cmp[key]["late_targets"][f_idx]
             extra = (f": {fin['mean']:.3g} $\\pm$ {fin['se']:.2g} nats, {bpd['mean']:.3g} bits/{unit}"
-                     + ("" if key == doc["reference"] else f"; T ratio {late_label(late)}"))
+                     + ("" if key == doc["reference"] else f";\n    T ratio {late_label(late)}"))
             ax.errorbar(steps[keep], np.asarray(row["mean"][key])[keep], yerr=np.asarray(row["stderr"][key])[keep],
                         color=col, marker=mk, ms=2.5, capsize=1.5, lw=1, label=lab + extra)
         start = row["run_steps"] * row["comparison"]["start_fraction"]
@@ -110,14 +110,14 @@ def plot_training_panels(axes, doc: dict, styles: dict, *, unit: str = "dim", fl
         sec.yaxis.set_minor_formatter(NullFormatter())
         if title is not None:
             ax.set_title(title(row), fontsize=8)
-        ax.set_xlabel(f"training steps (batch {doc['sizes']['batch_size']})", fontsize=8)
+        ax.set_xlabel(f"training steps (batch {row.get('batch_size', doc['sizes']['batch_size'])})", fontsize=8)
         whose = ("the better of the pair's" if row["comparison"].get("targets", "best") == "pair"
                  else "the best schedule's")
-        ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1, frameon=False,
-                  title=(f"final loss (mean $\\pm$ s.e. over {len(doc['seeds'])} seeds); T ratio = steps to "
-                         f"{100 * doc['verdict_fraction']:g}% of {whose} improvement, / $\\sqrt{{h}}$'s\n"
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1, frameon=False,
+                  title=(f"final loss (mean $\\pm$ s.e. over {len(doc['seeds'])} seeds);\nT ratio = steps to "
+                         f"{100 * doc['verdict_fraction']:g}% of {whose} improvement\n/ $\\sqrt{{h}}$'s steps "
                          f"[95% paired t interval over seeds]"),
-                  title_fontsize=6.5)
+                  title_fontsize=8)
 
 
 def used_examples(row: dict, what: str = "test examples") -> str:

@@ -82,6 +82,44 @@ def profile(spec: str, model, lam, *, n_samples: int, rng: int) -> dict:
     return row
 
 
+#: What the two columns hold: a classification of the *law* whose h is computed, not of the data's values.
+LAW_KINDS = ("finite laws, H(pi) finite: Dirac mixtures, and digits and MNIST as the empirical law of their "
+             "images (as data, digits and MNIST are grey-level images: figures 5-7 and the C4/C5 rows use their "
+             "smoothed law and class them continuous)",
+             "continuous laws, H(pi) infinite: Gaussian manifolds, a circle")
+#: A density within this fraction of its maximum counts as on its plateau.
+PLATEAU_RTOL = 0.1
+
+
+def plateau(lam, p, *, spec: str) -> dict:
+    r"""Where a square-root entropic density is flat up to :math:`\lambda_{max}`, and how much mass that holds.
+
+    For continuous laws :math:`h \to d/2` as :math:`\lambda \to \infty`, so :math:`\sqrt{h}` tends to a
+    constant and the mass above any level is set by where the interval is cut.
+
+    Parameters
+    ----------
+    lam, p : ndarray
+        Grid and density (per unit :math:`\lambda`).
+    spec : str
+
+    Returns
+    -------
+    dict
+        ``spec``; ``start``: the smallest grid level from which ``p >= (1 - PLATEAU_RTOL) max p`` up to the
+        end (``None`` when the last level is below that); ``mass``: the trapezoid mass on ``[start, lam_max]``.
+    """
+    lam, p = np.asarray(lam, float), np.asarray(p, float)
+    high = p >= (1.0 - PLATEAU_RTOL) * np.max(p)
+    if not high[-1]:
+        return {"spec": spec, "start": None, "mass": 0.0}
+    i = lam.size - 1
+    while i > 0 and high[i - 1]:
+        i -= 1
+    mass = float(np.sum(0.5 * (p[i + 1:] + p[i:-1]) * np.diff(lam[i:]))) if i < lam.size - 1 else 0.0
+    return {"spec": spec, "start": float(lam[i]), "mass": mass}
+
+
 def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> dict:
     """All numbers of figure 1 (no I/O except reading data sets)."""
     from noisealloc.theory.models.datasets import load_data
@@ -110,6 +148,8 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     edm = edm_lognormal(lam_min=s["lam_min"], lam_max=s["lam_max"])
     cos = cosine(lam_min=s["lam_min"], lam_max=s["lam_max"])
     return {"figure": NAME, "lam": lam, "rows": rows, "skipped": skipped,
+            "plateaus": [plateau(lam, r["p_sqrt"], spec=r["spec"]) for r in rows if not r["discrete"]],
+            "law_kinds": LAW_KINDS,
             "overlays": {"edm_lognormal": edm.pdf(lam), "cosine": cos.pdf(lam)},
             "data_scale": "heuristic overlays drawn unshifted, i.e. for data at EDM's sigma_data = 0.5; "
                           "entropic densities come from the data themselves",
@@ -121,7 +161,8 @@ def plot(doc: dict, path) -> None:
     plt = C.setup_matplotlib()
     lam = np.asarray(doc["lam"], dtype=float)
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5), sharex=True)
-    groups = [(True, "discrete data (Dirac mixtures, digits, MNIST)"), (False, "continuous data (Gaussian manifolds, circle)")]
+    groups = [(True, "finite laws\n(Dirac mixtures; digits, MNIST: their empirical law)"),
+              (False, "continuous laws\n(Gaussian manifolds, circle)")]
     for col, (disc, title) in enumerate(groups):
         ax_h, ax_p = axes[0, col], axes[1, col]
         if not any(bool(r["discrete"]) == disc for r in doc["rows"]):
@@ -142,14 +183,24 @@ def plot(doc: dict, path) -> None:
         ax_p.plot(lam, doc["overlays"]["edm_lognormal"], "k--", lw=1.2, label=r"EDM log-normal ($\sigma_{data}=0.5$)")
         ax_p.plot(lam, doc["overlays"]["cosine"], "k:", lw=1.4, label=r"cosine ($\sigma_{data}=0.5$)")
         ax_h.set_ylim(1e-6, None)
-        ax_h.set_title(f"entropy rate $h(\\lambda)=\\frac{{1}}{{2}}e^\\lambda\\,$mmse: {title}")
+        ax_h.set_title(f"entropy rate $h(\\lambda)=\\frac{{1}}{{2}}e^\\lambda\\,$mmse of {title}", fontsize=10)
         ax_h.set_ylabel(r"$h(\lambda)$ (nats per unit $\lambda$)")
         ax_p.set_title(r"square-root entropic density $p(\lambda)\propto\sqrt{h(\lambda)}$")
         ax_p.set_ylabel(r"density per unit $\lambda$")
         ax_p.set_xlabel(C.LAM_LABEL)
+        plats = [q for q in doc.get("plateaus", []) if q["start"] is not None]
+        if not disc and plats:
+            lo, hi = min(q["mass"] for q in plats), max(q["mass"] for q in plats)
+            start = min(q["start"] for q in plats)
+            ax_p.set_title(r"square-root entropic density $p(\lambda)\propto\sqrt{h(\lambda)}$" + "\n"
+                           f"flat up to $\\lambda_{{max}} = {lam[-1]:g}$ (within {100 * PLATEAU_RTOL:g}% of its maximum "
+                           f"from $\\lambda = {start:.3g}$):\n{100 * lo:.0f}-{100 * hi:.0f}% of the mass lies on that "
+                           "plateau, an amount set by where the interval is cut", fontsize=9)
         # One legend per column, below it and outside the data: both panels of a column share colours.
         ax_p.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     title = "Figure 1: generative entropy rate and the square-root entropic schedule"
+    title += ("\ndigits and MNIST appear here as the empirical law of their images (a finite law); as data they are "
+              "grey-level images, classed continuous in figures 5-7")
     if doc["skipped"]:
         title += "\n(skipped: " + ", ".join(s["spec"] for s in doc["skipped"]) + ")"
     fig.suptitle(title, fontsize=12)

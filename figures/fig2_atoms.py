@@ -118,6 +118,28 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
             "sizes": s, "evaluation_weight": "ELBO omega = exp(lam)/2"}
 
 
+#: Atoms of the two optima closer than this (in lambda) are drawn apart by twice COINCIDENT_SHIFT.
+COINCIDENT_TOL = 0.3
+COINCIDENT_SHIFT = 0.2
+
+
+def coincident_offsets(lam_l, lam_v) -> dict:
+    """Drawing positions of two supports: atoms of one within ``COINCIDENT_TOL`` of the other's move apart.
+
+    Returns ``{"L": x_L, "sandwich": x_V, "shared": [levels]}``: an L atom with a V atom nearby is drawn
+    ``COINCIDENT_SHIFT`` to the left of its level and that V atom as far to the right; the rest stay.
+    """
+    xl, xv = np.array(lam_l, float), np.array(lam_v, float)
+    shared = []
+    for i, a in enumerate(np.asarray(lam_l, float)):
+        near = np.flatnonzero(np.abs(np.asarray(lam_v, float) - a) < COINCIDENT_TOL)
+        if near.size:
+            xl[i] = a - COINCIDENT_SHIFT
+            xv[near] = np.asarray(lam_v, float)[near] + COINCIDENT_SHIFT
+            shared.append(float(a))
+    return {"L": xl, "sandwich": xv, "shared": shared}
+
+
 def plot(doc: dict, path) -> None:
     plt = C.setup_matplotlib()
     lam = np.asarray(doc["lam"], float)
@@ -126,14 +148,18 @@ def plot(doc: dict, path) -> None:
     fig, axes = plt.subplots(n, 2, figsize=(13, 3.3 * n + 0.6), squeeze=False)
     for i, row in enumerate(rows):
         ax, bx = axes[i]
-        for key, color, off in (("L", "C0", -0.06), ("sandwich", "C3", 0.06)):
+        xs = coincident_offsets(row["L"]["support_lam"], row["sandwich"]["support_lam"])
+        for key, color in (("L", "C0"), ("sandwich", "C3")):
             r = row[key]
-            x = np.asarray(r["support_lam"], float) + off
+            x = xs[key]
             y = np.asarray(r["support_weights"], float)
             ml, sl, bl = ax.stem(x, y, linefmt=color + "-", markerfmt=color + "o", basefmt="none")
             what = "relative duality gap" if r["kind"] == "duality-gap" else "relative KKT residual"
             ml.set_label(f"{'L-optimal' if key == 'L' else 'sandwich V-optimal'}: {r['n_atoms']} atom{'' if r['n_atoms'] == 1 else 's'} "
                          f"(bound {r['atom_bound']}), {what} {float(r['rel_gap']):.1e}")
+        if xs["shared"]:
+            ax.plot([], [], " ", label=f"L and V atoms at the same level ({', '.join(f'{v:g}' for v in xs['shared'])}) "
+                                       f"drawn {2 * COINCIDENT_SHIFT:g} apart")
         if row.get("p_sqrt_entropic") is not None:
             p = np.asarray(row["p_sqrt_entropic"], float)
             ax2 = ax.twinx()

@@ -227,10 +227,6 @@ def _cell_options(sz: dict, data: str) -> dict:
     return fixed
 
 
-def _discrete(name: str) -> bool:
-    """Regime (iii)'s classification of a data set: a Dirac mixture or binarised images are discrete."""
-    return name.startswith("dirac") or "binarised" in name
-
 
 def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=None, progress=None) -> tuple[dict, dict]:
     """Regime (iii): per data set, the schedules' costly parts, then the (schedule x seed) training cells,
@@ -264,7 +260,7 @@ def _compute_neural(*, quick: bool, seed: int, out_dir, mnist=None, scheduler=No
                                 label=f"fig6 regime (iii) {T.slug(d)}", **train)
         H.add_counts(counts, c)
         label = d.split(":")[0] if d.startswith("mnist") else d  # an MNIST path is not a name
-        rows.append(H.summarise_training(d, recs, NEURAL_SCHEDULES, seeds, discrete=_discrete(d), label=label))
+        rows.append(H.summarise_training(d, recs, NEURAL_SCHEDULES, seeds, discrete=H.is_discrete(d), label=label))
         if d == ABLATION_DATA:
             ablation["edm"] = recs
             for w in sz["ablation_weights"]:
@@ -344,7 +340,7 @@ def _plot_coupled(axes, doc):
         T.plain_log_ticks(ax)
         ax.set_title(f"(i) coupled control: {row['data']}", fontsize=9)
         ax.set_xlabel("training samples N", fontsize=8)
-        ax.legend(fontsize=6, loc="upper right")
+        ax.legend(fontsize=8, loc="upper right")
     axes[0].set_ylabel("held-out ELBO gap (nats)", fontsize=8)
 
 
@@ -363,7 +359,7 @@ def _plot_independent(ax, ind):
     extra = f"; starves a cell (infinite loss): {', '.join(starved)}" if starved else ""
     ax.set_title(f"(ii) independent OLS learners per $\\lambda$-cell, {ind['model']}, N = {ind['N']}, "
                  f"{ind['seeds']} runs{extra}", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
 
 
 def _neural_title(row) -> str:
@@ -377,7 +373,7 @@ def plot(doc: dict, path) -> None:
     neu = doc["neural"]
     n_i, n_iii = len(doc["rows"]), len(neu["rows"]) + (1 if neu.get("ablation") else 0)
     ncol = max(n_i, n_iii, 2)
-    fig = plt.figure(figsize=(4.8 * ncol, 17.0))
+    fig = plt.figure(figsize=(5.2 * ncol, 21.0))
     gs = fig.add_gridspec(3, ncol, height_ratios=[1, 0.8, 1.7])
     _plot_coupled([fig.add_subplot(gs[0, j]) for j in range(n_i)], doc)
     _plot_independent(fig.add_subplot(gs[1, :]), doc["independent"])

@@ -2,10 +2,9 @@ r"""Figure 7: does square-root entropy scheduling train masked diffusion faster?
 
 Masked (absorbing) diffusion on token strings, the discrete diffusion practitioners run (MDLM, MD4,
 MaskGIT): masked denoisers (:mod:`noisealloc.verify.experiments.masked_training`: an MLP over one-hot tokens
-with a mask channel; the library's small transformer is too slow on this CPU for a comparison, see
-:func:`_sizes`) trained by Adam with the same recipe and compute under each
-schedule, on binarised digits (L = 64), a Markov chain with known :math:`H(\pi)`, and binarised MNIST
-(L = 784) when a path is given.  Quality: the held-out negative ELBO :math:`\int\alpha L\,d\lambda` on
+with a mask channel, and in the full run a small transformer) trained by Adam with the same recipe and compute
+under each schedule, on binarised digits (L = 64), a Markov chain with known :math:`H(\pi)`, and binarised
+MNIST (L = 784) when a path is given.  Quality: the held-out negative ELBO :math:`\int\alpha L\,d\lambda` on
 :math:`\lambda \in [-10, 10]` in bits per token, on strings never trained on (the same masks for every
 schedule and seed), and for the Markov chain its gap to the exact denoiser's value (the floor).  The
 comparison with the square-root entropic schedule is the training harness's
@@ -111,7 +110,7 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None, out
                                     runner=_run_cells)
             H.add_counts(counts, c)
             label = (data.split(":")[0] if data.startswith("mnist") else data) + f" ({network})"
-            row = H.summarise_training(data, recs, sch, seeds, discrete=True, label=label)
+            row = H.summarise_training(data, recs, sch, seeds, discrete=H.is_discrete(data), label=label)
             first = recs[(sch[0], seeds[0])]
             row["entropy_nats"] = first.get("entropy_nats")
             row["network"] = network
@@ -166,7 +165,7 @@ _STYLES = {"sqrt-entropic": ("C0", "o", r"$\sqrt{h}$ (smoothed / exact law)"),
 def plot(doc: dict, path) -> None:
     plt = C.setup_matplotlib()
     n = len(doc["rows"])
-    fig = plt.figure(figsize=(5.2 * max(n, 2), 9.0))
+    fig = plt.figure(figsize=(5.6 * max(n, 2), 12.5))
     gs = fig.add_gridspec(1, max(n, 2))
     axes = [fig.add_subplot(gs[0, j]) for j in range(n)]
     T.plot_training_panels(axes, doc, _STYLES, unit="token", floor_label="exact denoiser",

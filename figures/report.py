@@ -448,10 +448,12 @@ def _claim_c4_masked(f6, f7):
             f"continuous data ({most}).  Undecided intervals make the verdict inconclusive, never 'not supported'.  "
             "Figure 6's Gaussian-noise rows (discrete data under Gaussian noise) are shown beside it and do not "
             "enter the verdict.  The comparison: " + f7["target_rule"])
+    from noisealloc.verify.experiments.training_harness import DATA_CLASSES
+
     lines = masked_table(f7)
     if f6 and _neural_rows(f6):
-        lines += ["", "Beside it, figure 6 (Gaussian noise; discrete data are a Dirac mixture and binarised "
-                  "images): steps_EDM/steps_sqrt at the same late target:", "",
+        lines += ["", f"Beside it, figure 6 (Gaussian noise; {DATA_CLASSES}): steps_EDM/steps_sqrt at the same "
+                  "late target:", "",
                   "| data | kind | steps_EDM/steps_sqrt [95% CI] |", "|---|---|---|"]
         for r, c in _neural_rows(f6):
             x = _late(f6, c["edm_lognormal"])

@@ -163,6 +163,30 @@ def test_fig1_reproducible_small(tmp_path, monkeypatch):
     assert doc["rows"][1]["spec"] == "gaussian:D=4,k=1,seed=0" and doc["rows"][1]["i_mmse"]["holds"]
 
 
+def test_fig1_plateau_from_a_density_with_a_known_flat_top():
+    # p = 0 below 0, rises linearly to 1 on [0, 1], flat on [1, 5]; normalised by 4.5.  Within 10% of the
+    # maximum from lambda = 0.9, holding (0.5 (0.9 + 1) 0.1 + 4) / 4.5 of the mass (exact for the trapezoid).
+    from noisealloc.figures import fig1_entropy as F
+
+    lam = np.linspace(-2.0, 5.0, 71)
+    p = np.clip(lam, 0.0, 1.0) / 4.5
+    got = F.plateau(lam, p, spec="s")
+    assert got["start"] == pytest.approx(0.9, abs=1e-12)
+    assert got["mass"] == pytest.approx((0.5 * 1.9 * 0.1 + 4.0) / 4.5, rel=1e-12)
+    assert F.plateau(lam, p[::-1], spec="s") == {"spec": "s", "start": None, "mass": 0.0}  # falls at the end
+
+
+def test_fig2_coincident_atoms_are_drawn_apart_and_the_rest_stay():
+    from noisealloc.figures import fig2_atoms as F
+
+    got = F.coincident_offsets([1.0, 5.0, 12.0], [1.1, 9.0, 12.0])
+    d = F.COINCIDENT_SHIFT
+    np.testing.assert_array_equal(got["L"], [1.0 - d, 5.0, 12.0 - d])
+    np.testing.assert_array_equal(got["sandwich"], [1.1 + d, 9.0, 12.0 + d])
+    assert got["shared"] == [1.0, 12.0]
+    assert F.coincident_offsets([0.0], [5.0])["shared"] == []
+
+
 @pytest.mark.slow
 def test_fig2_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig2_atoms as F

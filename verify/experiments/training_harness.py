@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 
 __all__ = [
+    "DATA_CLASSES",
+    "is_discrete",
     "REFERENCE",
     "TARGET_FRACTIONS",
     "EQUAL_COMPUTE_AT",
@@ -54,6 +56,27 @@ TARGET_FRACTIONS = (0.9, 1.0)
 EQUAL_COMPUTE_AT = (0.25, 0.5, 1.0)
 #: The late target that decides claims (the other is reported beside it).
 VERDICT_FRACTION = 0.9
+#: How the training figures (6 and 7) and claims C4/C5 class a data set: by the values its samples take.
+DATA_CLASSES = ("discrete: samples take values in a finite set (a Dirac mixture's atoms, binarised images, "
+                "token strings); continuous: grey-level images (digits, MNIST: the smoothed law of their images) "
+                "and manifolds")
+
+
+def is_discrete(data: str) -> bool:
+    """True for data whose samples take values in a finite set (:data:`DATA_CLASSES`).
+
+    Parameters
+    ----------
+    data : str
+        A data-set name of figures 6 and 7 (``dirac:...``, ``digits``, ``digits-binarised``,
+        ``mnist[-binarised][:PATH]``, ``markov:...``, ``npz:...``).
+
+    Returns
+    -------
+    bool
+    """
+    name = str(data)
+    return name.startswith(("dirac", "markov", "npz")) or "binarised" in name.split(":")[0]
 
 
 def make_spec(name: str, kind: str, fixed: dict, grid: dict):
