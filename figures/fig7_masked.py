@@ -46,9 +46,12 @@ def _sizes(quick: bool) -> dict:
     takes 4.2 ms alone at L = 64 (7.3 ms with both workers busy) and 11.7 ms at L = 784 (33 ms busy); a step
     of the transformer (d_model 32, 2 heads, 2 layers) at batch 32 takes 16 ms alone (its step time grows
     faster than the batch beyond 32 on this CPU: :class:`~noisealloc.verify.experiments.masked_training.
-    MaskedTransformer`).  The full run's rows are sized so that ``reproduce --full`` with MNIST stays within
-    45 minutes: binarised MNIST and the transformer row compare the reference with the two heuristics
-    practitioners use, on a smaller evaluation set (``eval_n_used`` is in every row).
+    MaskedTransformer`) and 23-28 ms with both workers busy.  The full run's rows are sized so that
+    ``reproduce --full`` with MNIST stays within 45 minutes: binarised MNIST and the transformer row compare
+    the reference with the two heuristics practitioners use, on a smaller evaluation set (``eval_n_used`` is
+    in every row).  At 1200/1200/1000/500 steps (digits, Markov, transformer, MNIST) and 33 evaluation
+    levels figure 7 took 21 minutes of a run slowed by other jobs on the machine (2026-12-05; cells: MLP on
+    digits 588 worker-seconds, Markov 460, transformer 844, MNIST 535).
     """
     common = {"batch_size": 128, "learning_rate": 1e-3, "width": 256, "depth": 3, "checkpoints": 16,
               "eval_levels": 33, "h_levels": 49, "online_refresh": 25, "loss_weight": "elbo",
@@ -61,12 +64,12 @@ def _sizes(quick: bool) -> dict:
                 "h_levels": 25, "rows": {"strings": {"steps": 500, "schedules": strings},
                                          "markov": {"steps": 500, "schedules": strings}}}
     heuristics = ["sqrt-entropic", "linear", "cosine"]
-    return {**common, "seeds": 5, "eval_n": 256, "h_samples": 512,
-            "rows": {"strings": {"steps": 1200, "schedules": list(SCHEDULES)},
-                     "markov": {"steps": 1200, "schedules": list(MARKOV_SCHEDULES)},
-                     "transformer": {"steps": 1000, "batch_size": 32, "eval_n": 128, "eval_levels": 17,
-                                     "schedules": heuristics},
-                     "mnist": {"steps": 500, "eval_n": 128, "checkpoints": 12, "schedules": heuristics}}}
+    return {**common, "seeds": 5, "eval_n": 256, "eval_levels": 25, "h_samples": 512,
+            "rows": {"strings": {"steps": 1000, "schedules": list(SCHEDULES)},
+                     "markov": {"steps": 1000, "schedules": list(MARKOV_SCHEDULES)},
+                     "transformer": {"steps": 600, "batch_size": 32, "eval_n": 128, "eval_levels": 17,
+                                     "checkpoints": 12, "schedules": heuristics},
+                     "mnist": {"steps": 400, "eval_n": 128, "checkpoints": 12, "schedules": heuristics}}}
 
 
 def _data(quick: bool, mnist) -> list[tuple[str, str, str]]:
