@@ -427,7 +427,10 @@ def _claim_c4_masked(f6, f7):
     rows = [(r, _late(f7, {c["schedule"]: c for c in r["comparison"]["rows"]}[base])) for r in f7["rows"]]
     flags = [_flag(x["side"]) for _, x in rows]  # helps on every masked data set and network
     cont = [(r, _late(f6, c["edm_lognormal"])) for r, c in (_neural_rows(f6) if f6 else []) if not r["discrete"]]
-    most = "no continuous rows of figure 6 to compare with"
+    if not cont:
+        most = "no continuous rows of figure 6 to compare with"
+    elif not (flags and all(f is True for f in flags)):
+        most = "not compared: it does not help on every masked data set"
     if flags and all(f is True for f in flags) and cont:
         rd = [x["ratio"]["estimate"] for _, x in rows if x["ratio"]]
         rc = [x["ratio"]["estimate"] for _, x in cont if x["ratio"]]
