@@ -347,6 +347,24 @@ def masked_table(f7) -> list[str]:
     return head + lines
 
 
+#: A training row whose reference loss falls by less than this share over the second half of the run has plateaued.
+PLATEAU_GAIN = 0.02
+
+
+def late_half_gain(row, schedule):
+    """Relative fall of a schedule's seed-mean held-out loss from the checkpoint nearest half the run to the end.
+
+    ``(L(T/2) - L(T)) / L(T/2)``; None when the row has no such curve.
+    """
+    curve = row.get("mean", {}).get(schedule)
+    if not curve or len(curve) < 2:
+        return None
+    steps = np.asarray(row["steps"], float)
+    mid = int(np.argmin(np.abs(steps - 0.5 * steps[-1])))
+    a, b = float(curve[mid]), float(curve[-1])
+    return (a - b) / a if a > 0 else None
+
+
 def masked_notes(f7, cells=None, *, reused: bool = False) -> list[str]:
     """REPORT.md's figure-7 paragraph: metric, recipe, the floor where known, evaluation sizes, the cells."""
     runs = ", ".join(f"{r['data']} {r['run_steps']} at batch {r.get('batch_size', f7['sizes']['batch_size'])}"
@@ -363,6 +381,12 @@ def masked_notes(f7, cells=None, *, reused: bool = False) -> list[str]:
                         + f"; the best schedule ({fl['best']}) ends at {num(fl['factor'], '.3g')}x the floor")
         if r.get("online_first_refresh") is not None:
             bits.append(_online_text(r))
+        late = late_half_gain(r, f7["reference"])
+        if late is not None:
+            bits.append(f"the reference schedule's loss fell by {100 * late:.2g}% over the second half of the run"
+                        + (f" (under {100 * PLATEAU_GAIN:g}%: the network had stopped improving, so this row's "
+                           "comparison is one of networks at their plateau, not of training speed)"
+                           if late < PLATEAU_GAIN else ""))
         out += [f"- {r['data']}: " + "; ".join(bits) + ".", ""]
     if cells:
         c = cells["cells"]

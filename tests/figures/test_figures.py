@@ -634,3 +634,11 @@ def test_fig7_small_run_and_its_c4_verdict(tmp_path, monkeypatch):
     assert claims["C4"]["verdict"] in {"supported", "not supported", "mixed", "inconclusive"}
     text = R.write_report(tmp_path).read_text()
     assert "Figure 7 (masked diffusion)" in text and "| digits-binarised (mlp) | 20 | linear |" in text
+
+
+def test_late_half_gain_flags_a_plateau_from_the_curve():
+    # (L(T/2) - L(T)) / L(T/2) at the checkpoint nearest half the run: (8 - 6) / 8 and (5 - 4.95) / 5
+    row = {"steps": [0, 40, 50, 100], "mean": {"ref": [10.0, 9.0, 8.0, 6.0], "flat": [10.0, 5.2, 5.0, 4.95]}}
+    assert R.late_half_gain(row, "ref") == pytest.approx(0.25, rel=1e-12)
+    assert R.late_half_gain(row, "flat") == pytest.approx(0.01, rel=1e-9) and 0.01 < R.PLATEAU_GAIN
+    assert R.late_half_gain(row, "missing") is None
