@@ -87,6 +87,13 @@ __all__ = ['Schedule', 'TruncatedSchedule', 'TransportedSchedule', 'TabulatedSch
 
 
 
+def _pair(value, name: str) -> tuple:
+    """``(lo, hi)`` from a pair, or a ``ValueError`` naming ``name``."""
+    if np.ndim(value) != 1 or np.size(value) != 2:
+        raise ValueError(f"{name} must be a pair (lo, hi); got {value!r}")
+    return tuple(value)
+
+
 def _saturation_lam(coordinate) -> float:
     """The widest symmetric log-SNR interval whose ends stay strictly inside ``coordinate``'s domain."""
     lam = 1.0
@@ -599,7 +606,10 @@ class TransportedSchedule(Schedule):
         self._increasing = base.coordinate.increasing == c.increasing
         # The interval's image; when the caller knows the exact lambda end points
         # (built-ins), one map from lambda is more accurate than two through the base.
-        lam_ends = base.coordinate.to_lam(np.array(base.interval)) if lam_interval is None else np.array(lam_interval)
+        if lam_interval is None:
+            lam_ends = base.coordinate.to_lam(np.array(base.interval))
+        else:
+            lam_ends = np.array(check_interval(*_pair(lam_interval, "lam_interval"), "lam_interval"))
         ends = np.sort(c.from_lam(lam_ends))
         self._init_common(c, (float(ends[0]), float(ends[1])), base.name)
 

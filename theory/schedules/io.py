@@ -478,6 +478,15 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     x, f, C = check_table(table["knots"], table["pdf"], table["cdf"], "table")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative integer; got {n!r}")
+    # numpy only (no toolkit helper): complex, arrays and NaN are refused by name, never cut or broadcast
+    if np.iscomplexobj(u_clamp) or np.ndim(u_clamp) != 0:
+        raise ValueError(f"u_clamp must be a real number; got {u_clamp!r}")
+    try:
+        u_clamp = float(u_clamp)
+    except (TypeError, ValueError):
+        raise TypeError(f"u_clamp must be a real number; got {u_clamp!r}") from None
+    if not 0.0 <= u_clamp < 0.5:  # NaN too
+        raise ValueError(f"u_clamp must lie in [0, 0.5); got {u_clamp!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return draw_piecewise_linear(x, f, C, np.clip(rng.random(int(n)), u_clamp, 1.0 - u_clamp))
 
