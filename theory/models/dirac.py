@@ -177,6 +177,8 @@ def merge_duplicate_atoms(atoms, weights, row_hash=None):
     >>> a.ravel().tolist(), w.tolist(), n
     ([1.0, 0.0], [0.5, 0.5], 1)
     """
+    refuse_complex(atoms, "atoms")
+    refuse_complex(weights, "weights")
     k = atoms.shape[0]
     if k < 2:
         return atoms, weights, 0
@@ -709,7 +711,7 @@ class DiracMixture:
         from noisealloc.theory.posterior.engine import InformationSamples, information_samples
 
         n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
-        flat = np.asarray(lam, dtype=np.float64).reshape(-1)
+        flat = _as_lam(lam).reshape(-1)
         # The plain engine runs its GEMMs on its own worker threads; a threaded BLAS call just before
         # (the limits' GEMVs) would leave BLAS threads polling on the cores they need (theory._threads).
         with contextlib.nullcontext() if importance or kernel_threads() == 1 else single_blas_thread():

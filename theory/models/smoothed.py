@@ -235,9 +235,9 @@ class SmoothedEmpiricalLaw:
     monte_carlo = True
 
     def __init__(self, points, bases, variances, dimension: IntrinsicDimension, n_neighbors: int):
-        self.points = np.asarray(points, dtype=np.float64)
-        self.bases = np.asarray(bases, dtype=np.float64)
-        self.variances = np.asarray(variances, dtype=np.float64)
+        self.points = as_float_array(points, "points", ndim=2)
+        self.bases = as_float_array(bases, "bases", ndim=3)
+        self.variances = as_float_array(variances, "variances", ndim=2)
         n, d_amb = self.points.shape
         if self.bases.shape[:2] != (n, d_amb) or self.variances.shape != (n, self.bases.shape[2]):
             raise ValueError(f"bases must have shape (n, D, d) and variances (n, d) for points {self.points.shape}; "
