@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory.coordinates import COORDINATES, _ALIASES, get_coordinate
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_choice, check_finite
 
 __all__ = [
     "PARAMETERISATIONS",
@@ -76,7 +76,8 @@ def x0_loss_from(loss, lam, parameterisation: str):
     loss : array_like
         Per-level loss (or its standard error: the map is linear) in ``parameterisation``.
     lam : array_like
-        Log-SNR of each level, broadcastable with ``loss``.
+        Log-SNR of each level, broadcastable with ``loss``.  Element-wise: a NaN in ``loss`` or ``lam``
+        gives NaN there, as numpy does.
     parameterisation : {'x0', 'eps', 'v'}
         What the loss measures (see the module docstring; ``v`` is the VP v-prediction).
 
@@ -102,8 +103,8 @@ def x0_loss_from(loss, lam, parameterisation: str):
     ValueError: parameterisation must be one of 'x0', 'eps', 'v'; got 'score'
     """
     check_choice(parameterisation, "parameterisation", PARAMETERISATIONS)
-    loss = np.asarray(loss, dtype=np.float64)
-    lam = np.asarray(lam, dtype=np.float64)
+    loss = as_float_array(loss, "loss")
+    lam = as_float_array(lam, "lam")
     if parameterisation == "x0":
         return loss.copy()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -675,7 +676,8 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         rel = stderr / loss
     else:
         rel = None
-    if penalty < 0:
+    penalty = as_float_scalar(penalty, "penalty")
+    if not penalty >= 0:  # NaN too
         raise ValueError(f"penalty must be >= 0; got {penalty!r}")
     n = lam.size
     lo, hi = float(lam[0]), float(lam[-1])

@@ -63,7 +63,7 @@ from typing import Callable
 import numpy as np
 
 from noisealloc.theory.posterior.dirac_quadrature import QUAD_HALF_WIDTH, _gh_rule, _posterior_kernel
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_finite, check_interval
 
 __all__ = [
     "FamilyMatrices",
@@ -156,7 +156,7 @@ def _entropy_rate(model, lam, rng):
 
 
 def _eval_matrix(lam, A, omega):
-    w = np.asarray(omega(lam), dtype=np.float64)
+    w = as_float_array(omega(lam), "omega(lam)")  # the caller's function: complex is refused, not cut
     if np.any(w < 0) or not np.all(np.isfinite(w)):
         raise ValueError("omega must be finite and >= 0 on the grid")
     return np.trapezoid(w[:, None, None] * A, lam, axis=0)
@@ -460,7 +460,7 @@ def gaussian_linear_sympy(variances):
     import sympy as sp
 
     snr = sp.Symbol("snr", positive=True)
-    s = [sp.nsimplify(float(v), rational=True) for v in variances]
+    s = [sp.nsimplify(float(v), rational=True) for v in as_float_array(variances, "variances", ndim=1)]
     return sp.diag(*[2 * si**2 * snr / (1 + si * snr) for si in s]), snr
 
 
@@ -506,6 +506,7 @@ def random_feature_matrices(model, lam, *, q: int = 32, n_mc: int = 4096, freqs:
     gen = as_generator(rng)
     D = int(model.dim)
     q = int(q)
+    scale = as_float_scalar(scale, "scale")
     Wx = gen.standard_normal((D, q)) * scale / np.sqrt(D)
     Wl = gen.standard_normal((2 * int(freqs), q)) * scale
     b = gen.standard_normal(q) * 0.5
@@ -579,7 +580,7 @@ def bspline_basis(lam, J: int, lam_min: float, lam_max: float):
     if J < 1:
         raise ValueError(f"J must be >= 1; got {J}")
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
-    lam = np.clip(np.atleast_1d(np.asarray(lam, dtype=np.float64)), lo, hi)
+    lam = np.clip(np.atleast_1d(as_float_array(lam, "lam")), lo, hi)
     if J == 1:
         return np.ones((lam.size, 1))
     k = min(3, J - 1)
