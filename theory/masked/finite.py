@@ -78,6 +78,8 @@ def check_weights(weights, K: int) -> np.ndarray:
     """
     if weights is None:
         return np.full(K, 1.0 / K)
+    if np.iscomplexobj(weights):  # never cut to the real part
+        raise ValueError("weights must be real; got a complex array")
     try:
         w = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
@@ -113,6 +115,9 @@ def merge_duplicate_strings(strings: np.ndarray, weights: np.ndarray):
     counts : ndarray of int64, shape (K',)
         How many input rows each distinct string stands for.
     """
+    for name, value in (("strings", strings), ("weights", weights)):
+        if np.iscomplexobj(value):
+            raise ValueError(f"{name} must be real; got a complex array")
     keep = weights > 0
     strings, weights = strings[keep], weights[keep]
     uniq, inv, counts = np.unique(strings, axis=0, return_inverse=True, return_counts=True)

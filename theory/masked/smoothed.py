@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_count
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_count
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.masked.finite import FiniteLaw
 from noisealloc.theory.masked.information import MaskedModel, entropy_nats
@@ -135,7 +135,7 @@ def loo_log_likelihood(delta, hist, counts, V: int) -> np.ndarray:
     Parameters
     ----------
     delta : array_like
-        Smoothing values in :math:`(0, 1)`.
+        Smoothing values in :math:`(0, 1)`; element-wise, a NaN entry gives NaN, as numpy does.
     hist, counts : ndarray
         From :func:`distance_histograms`.
     V : int
@@ -148,7 +148,8 @@ def loo_log_likelihood(delta, hist, counts, V: int) -> np.ndarray:
     """
     from scipy.special import logsumexp
 
-    delta = np.asarray(delta, dtype=np.float64)
+    delta = as_float_array(delta, "delta")
+    hist, counts = as_float_array(hist, "hist", ndim=2), as_float_array(counts, "counts", ndim=1)
     L = hist.shape[1] - 1
     K = float(counts.sum())
     d = np.arange(L + 1)
@@ -246,7 +247,7 @@ class SmoothedLaw(MaskedModel):
             delta = self.fit.delta
         else:
             self.fit = None
-            delta = float(delta)
+            delta = as_float_scalar(delta, "delta")
             if not (DELTA_MIN <= delta <= (V - 1) / V):
                 raise ValueError(f"delta must lie in [{DELTA_MIN}, (V-1)/V = {(V - 1) / V:.6g}]; got {delta!r}")
         self.delta = delta
