@@ -59,6 +59,11 @@ def test_adaptive_gauss_kronrod_refuses_bad_intervals(a, b, pid, n, needle):
         adaptive_gauss_kronrod(_f, a, b, pid, n)
 
 
+def test_adaptive_gauss_kronrod_refuses_a_complex_integrand():
+    with pytest.raises(ValueError, match="the values of f must be real"):
+        adaptive_gauss_kronrod(lambda x, pid: (x + 0.5j)[None, :], [0.0], [1.0], [0], 1)
+
+
 def test_adaptive_gauss_kronrod_still_integrates():
     res = adaptive_gauss_kronrod(_f, [0.0], [1.0], [0], 1)
     assert res.value[0, 0] == pytest.approx(0.5, rel=1e-14)
@@ -93,6 +98,7 @@ STRINGS = np.array([[0, 1, 1], [0, 1, 0], [1, 1, 0], [1, 0, 0]])
 def _fixtures():
     from types import SimpleNamespace
 
+    from noisealloc.theory import information as I
     from noisealloc.theory import masked as K
     from noisealloc.theory import models as M
     from noisealloc.theory import schedules as S
@@ -117,6 +123,8 @@ def _fixtures():
     f.budget_H = f.dm.conditional_entropy(LAM_BUDGET).value
     f.budget_mmse = f.dm.mmse(LAM_BUDGET).value
     f.hist, f.counts = K.distance_histograms(STRINGS, 2)
+    f.dist, _ = M.nearest_neighbors(f.xs, 5)
+    f.profile = I.fit_mmse_profile(LAMG, 1.0 / (1.0 + np.exp(LAMG)), n_boot=4, rng=0)
     return f
 
 
@@ -133,6 +141,7 @@ def _public_cases():
     from noisealloc.theory import posterior as P
     from noisealloc.theory import schedules as S
     from noisealloc.theory import weights as wt
+    from noisealloc.theory.estimates import Estimate
     from noisealloc.theory.schedules import entropic as EN
 
     cases = []
@@ -161,6 +170,8 @@ def _public_cases():
     case("entropy_rate.rate_jacobian", er.rate_jacobian, dict(lam=LAM, coordinate="sigma"), ["lam"])
     case("entropy_rate.entropy_rate_from_mmse", er.entropy_rate_from_mmse, dict(lam=LAM, mmse=[1.0, 0.5, 0.1]),
          ["lam", "mmse"])
+    case("estimates.Estimate", Estimate, dict(value=[1.0, 2.0], stderr=[0.1, 0.1], method="closed-form"),
+         ["value", "stderr"])
     case("weights.elbo_weight", wt.elbo_weight, dict(lam=LAM), ["lam"])
     case("weights.edm_weight", wt.edm_weight, dict(lam=LAM, sigma_data=0.5, P_mean=-1.2, P_std=1.2), ["lam"],
          ["sigma_data", "P_mean", "P_std"])
@@ -187,7 +198,8 @@ def _public_cases():
     case("models.sample_observation", M.sample_observation, lambda f: dict(model=f.dm, lam=1.0, n=4, rng=0), [],
          ["lam"])
     case("models.nearest_neighbors", M.nearest_neighbors, lambda f: dict(x=f.xs, k=3), ["x"])
-    case("models.levina_bickel_dimension", M.levina_bickel_dimension, lambda f: dict(x=f.xs, k=5), ["x"])
+    case("models.levina_bickel_dimension", M.levina_bickel_dimension, lambda f: dict(x=f.xs, k=5, dist=f.dist),
+         ["x", "dist"])
     case("models.smoothed_empirical_law", M.smoothed_empirical_law,
          lambda f: dict(x=f.xs, n_neighbors=8, id_neighbors=5), ["x"])
     case("models.SmoothedEmpiricalLaw", M.SmoothedEmpiricalLaw,
@@ -276,6 +288,8 @@ def _public_cases():
     case("information.grid_quadrature_weights", I.grid_quadrature_weights, dict(lam=LAMG), ["lam"])
     case("information.model_entropy_rate", I.model_entropy_rate, lambda f: dict(model=f.gm, lam=LAM), ["lam"])
     case("information.gregory_weights", I.gregory_weights, dict(n=15, step=0.5), [], ["step"])
+    for meth in ("log_mmse", "mmse", "entropy_rate", "band"):
+        case(f"MMSEProfile.{meth}", lambda f, meth=meth: getattr(f.profile, meth), dict(lam=LAM), ["lam"])
     # schedules
     case("schedules.TruncatedSchedule", S.TruncatedSchedule, lambda f: dict(law=f.normal, lo=-3.0, hi=3.0), [],
          ["lo", "hi"])
@@ -318,6 +332,9 @@ def _public_cases():
          ["lam"], ["floor"])
     case("schedules.schedule_loss_factor", EN.schedule_loss_factor,
          lambda f: dict(lam=LAMG, h=np.ones(9), schedule=f.unif), ["lam", "h"])
+    case("schedules.schedule_from_dict", lambda f: lambda cdf, interval: S.schedule_from_dict(
+        dict(f.table, cdf=cdf, interval=interval)), lambda f: dict(cdf=f.table["cdf"], interval=f.table["interval"]),
+        ["cdf", "interval"])
     case("schedules.sample_from_table", S.sample_from_table, lambda f: dict(table=f.table, n=4, rng=0, u_clamp=1e-12),
          [], ["u_clamp"])
     case("schedules.Normal", S.Normal, dict(mu=0.0, sd=1.0), [], ["mu", "sd"])

@@ -575,7 +575,7 @@ class MMSEProfile:
         ndarray of float64
             Entropy rate in nats per unit log-SNR (docs/THEORY.md section 2), the shape of ``lam``.
         """
-        lam = np.asarray(lam, dtype=np.float64)
+        lam = as_float_array(lam, "lam")
         return 0.5 * np.exp(lam + self.log_mmse(lam))
 
     def band(self, lam, q=(0.025, 0.975)):

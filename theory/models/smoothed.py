@@ -185,7 +185,7 @@ def levina_bickel_dimension(x, k: int = ID_NEIGHBORS, *, dist=None) -> Intrinsic
         raise ValueError(f"k must be >= 2 (the estimate compares the k-th with closer neighbours); got {k}")
     if dist is None:
         dist, _ = nearest_neighbors(x, k)
-    t = np.asarray(dist, dtype=np.float64)[:, :k]
+    t = as_float_array(dist, "dist", ndim=2)[:, :k]
     ok = t[:, 0] > 0
     if not np.any(ok):
         raise ValueError("every point has a duplicate among its neighbours; the dimension is undefined")

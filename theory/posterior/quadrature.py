@@ -203,7 +203,7 @@ def _eval(f, a, b, pid):
     half = 0.5 * (b - a)
     mid = 0.5 * (b + a)
     x = mid[:, None] + half[:, None] * GK21_NODES[None, :]
-    vals = np.asarray(f(x.ravel(), np.repeat(pid, 21)), dtype=np.float64)
+    vals = as_float_array(f(x.ravel(), np.repeat(pid, 21)), "the values of f")  # complex refused, not cut
     vals = vals.reshape(vals.shape[0], a.shape[0], 21)
     k = half * (vals @ GK21_WEIGHTS)
     g = half * (vals @ G10_WEIGHTS)

@@ -193,6 +193,9 @@ def schedule_from_dict(d: dict) -> TabulatedSchedule:
     if missing:
         raise ValueError(f"schedule entry lacks the keys {missing}")
     tab = TabulatedSchedule(d["knots"], d["pdf"], coordinate=d["coordinate"], name=str(d["name"]))
+    for key in ("cdf", "interval"):  # a Python dict may hold complex arrays: never cut to the real part
+        if np.iscomplexobj(d[key]):
+            raise ValueError(f"{key} of schedule {d['name']!r} must be real; got a complex array")
     stored_cdf = np.asarray(d["cdf"], dtype=np.float64)
     if stored_cdf.shape != tab.cdf_values.shape or not np.allclose(
         stored_cdf, tab.cdf_values, rtol=tolerances.EXPORT_ROUNDTRIP_RTOL, atol=tolerances.EXPORT_ROUNDTRIP_RTOL
