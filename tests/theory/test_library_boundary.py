@@ -221,7 +221,10 @@ def _public_cases():
             case(f"{name}.{meth}", method(meth), dict(lam=LAM, **mc), ["lam"])
     case("DiracMixture.log_posterior_weights", lambda f: f.dm.log_posterior_weights, dict(x=X1, lam=1.0),
          ["x", "lam"])
-    case("DiracMixture.conditional_entropy", lambda f: f.dm.conditional_entropy, dict(lam=LAM), ["lam"])
+    case("DiracMixture.conditional_entropy", lambda f: f.dm.conditional_entropy, dict(lam=LAM, rtol=1e-10), ["lam"],
+         ["rtol"])
+    case("models.dirac_atoms", M.dirac_atoms, dict(K=3, D=2, sep=2.0), [], ["sep"])
+    case("models.gaussian_parameters", M.gaussian_parameters, dict(D=3, k=2, var=1.0), [], ["var"])
     case("DiracMixture.information_samples", lambda f: f.dm.information_samples, dict(lam=LAM, n_samples=64, rng=0),
          ["lam"])
     case("GaussianManifold.shrinkage", lambda f: f.gm.shrinkage, dict(lam=LAM), ["lam"])

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_choice
 
 __all__ = [
     "MNIST_ENV_VAR",
@@ -374,6 +374,7 @@ def dirac_atoms(K: int, D: int, sep: float, seed: int = 0, layout: str = "random
         raise ValueError(f"K must be an integer >= 1; got {K}")
     if int(D) < 1:
         raise ValueError(f"D must be an integer >= 1; got {D}")
+    sep = as_float_scalar(sep, "sep")
     if not (np.isfinite(sep) and sep > 0):
         raise ValueError(f"sep must be a finite number > 0; got {sep}")
     check_choice(layout, "layout", ("random", "line"))
@@ -415,6 +416,7 @@ def gaussian_parameters(D: int, k: int, var: float = 1.0, seed: int = 0):
         raise ValueError(f"D must be an integer >= 1; got {D}")
     if not 0 <= int(k) <= int(D):
         raise ValueError(f"k must be an integer with 0 <= k <= D = {D}; got {k}")
+    var = as_float_scalar(var, "var")
     if not (np.isfinite(var) and var > 0):
         raise ValueError(f"var must be a finite number > 0; got {var}")
     rng = as_generator(int(seed))
