@@ -16,6 +16,7 @@ __all__ = [
     "RegularizationWarning",
     "as_float_array",
     "as_float_scalar",
+    "as_int_scalar",
     "check_weight_vector",
     "check_finite",
     "check_choice",
@@ -152,6 +153,54 @@ def as_float_scalar(value, name: str) -> float:
     if arr.ndim != 0:
         raise ValueError(f"{name} must be a single number; got an array of shape {arr.shape}")
     return float(arr)
+
+
+def as_int_scalar(value, name: str) -> int:
+    """``int(value)`` for an integer parameter, naming ``name`` if ``value`` is not one real number.
+
+    The conversion of real numbers is ``int()``'s own (a float is truncated, as the callers always did);
+    what changes is that a complex number, an array, None or an object is refused by name instead of
+    failing inside ``int()`` with a message that does not say which argument was wrong.
+
+    Parameters
+    ----------
+    value : int or 0-d array_like
+        The parameter.
+    name : str
+        Name of the argument, quoted in error messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is None or not a number.
+    ValueError
+        If ``value`` is complex, an array, NaN or infinite.
+
+    Examples
+    --------
+    >>> as_int_scalar(np.int64(3), "n_bins")
+    3
+    >>> as_int_scalar([3, 4], "n_bins")
+    Traceback (most recent call last):
+    ...
+    ValueError: n_bins must be a single integer; got an array of shape (2,)
+    """
+    if value is None:
+        raise TypeError(f"{name} must be an integer; got None")
+    if np.iscomplexobj(value):
+        raise ValueError(f"{name} must be a real integer; got a complex {'number' if np.ndim(value) == 0 else 'array'}")
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single integer; got an array of shape {np.shape(value)}")
+    try:
+        return int(value)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be an integer; got {_short(value)}") from exc
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"{name} must be an integer; got {_short(value)}") from exc
 
 
 def check_weight_vector(weights, k: int, *, of: str = "atoms", positive: bool = False,

@@ -47,6 +47,20 @@ def test_as_float_scalar():
             E.as_float_scalar(bad, "sd")
 
 
+def test_as_int_scalar():
+    """int() of an integer parameter, or a one-line error naming it (int()'s own conversion of reals is kept)."""
+    assert E.as_int_scalar(np.int64(3), "n") == 3 and type(E.as_int_scalar(np.int64(3), "n")) is int
+    assert E.as_int_scalar(3.0, "n") == 3
+    for z in (1 + 0j, np.complex128(2.0)):
+        with pytest.raises(ValueError, match=r"^n must be a real integer; got a complex number$"):
+            E.as_int_scalar(z, "n")
+    with pytest.raises(ValueError, match=r"^n must be a single integer; got an array of shape \(2,\)$"):
+        E.as_int_scalar([3, 4], "n")
+    for bad, exc in ((None, TypeError), (object(), TypeError), (float("nan"), ValueError), (float("inf"), ValueError)):
+        with pytest.raises(exc, match=r"^n must be an integer; got "):
+            E.as_int_scalar(bad, "n")
+
+
 def test_checks_refuse_complex_naming_the_argument():
     with pytest.raises(ValueError, match=r"^iv must be two real numbers \(lo, hi\); got a complex end point"):
         E.check_interval(np.complex128(0.0), 1.0, "iv")

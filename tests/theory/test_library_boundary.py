@@ -205,7 +205,7 @@ def _public_cases():
     case("models.SmoothedEmpiricalLaw", M.SmoothedEmpiricalLaw,
          lambda f: dict(points=f.sel.points, bases=f.sel.bases, variances=f.sel.variances,
                         dimension=f.sel.intrinsic_dimension, n_neighbors=f.sel.n_neighbors),
-         ["points", "bases", "variances"])
+         ["points", "bases", "variances"], ["n_neighbors"])
     for name, attr, x in (("DiracMixture", "dm", X1), ("GaussianManifold", "gm", X2),
                           ("GaussianManifoldMixture", "gmm", X2), ("Circle", "circle", X2),
                           ("SmoothedEmpiricalLaw", "sel", X2[:, :1].repeat(3, axis=1))):
@@ -223,8 +223,9 @@ def _public_cases():
          ["x", "lam"])
     case("DiracMixture.conditional_entropy", lambda f: f.dm.conditional_entropy, dict(lam=LAM, rtol=1e-10), ["lam"],
          ["rtol"])
-    case("models.dirac_atoms", M.dirac_atoms, dict(K=3, D=2, sep=2.0), [], ["sep"])
-    case("models.gaussian_parameters", M.gaussian_parameters, dict(D=3, k=2, var=1.0), [], ["var"])
+    case("models.dirac_atoms", M.dirac_atoms, dict(K=3, D=2, sep=2.0, seed=0), [], ["K", "D", "sep", "seed"])
+    case("models.gaussian_parameters", M.gaussian_parameters, dict(D=3, k=2, var=1.0, seed=0), [],
+         ["D", "k", "var", "seed"])
     case("DiracMixture.information_samples", lambda f: f.dm.information_samples, dict(lam=LAM, n_samples=64, rng=0),
          ["lam"])
     case("GaussianManifold.shrinkage", lambda f: f.gm.shrinkage, dict(lam=LAM), ["lam"])
@@ -244,7 +245,8 @@ def _public_cases():
     case("posterior.posterior_weights_blocked", P.posterior_weights_blocked,
          dict(atoms=[[0.0], [1.0]], log_pi=np.log([0.5, 0.5]), x=X1, lam=1.0), ["atoms", "log_pi", "x", "lam"])
     case("posterior.validate_atoms", P.validate_atoms, dict(atoms=[[0.0], [1.0]]), ["atoms"])
-    case("posterior.validate_weights", P.validate_weights, dict(weights=[0.5, 0.5], n_atoms=2), ["weights"])
+    case("posterior.validate_weights", P.validate_weights, dict(weights=[0.5, 0.5], n_atoms=2), ["weights"],
+         ["n_atoms"])
     case("posterior.adaptive_gauss_kronrod", P.adaptive_gauss_kronrod,
          dict(f=_kernel, a=[0.0], b=[1.0], pid=[0], n_problems=1, rtol=1e-11, atol=0.0), ["a", "b", "pid"],
          ["rtol", "atol"])
@@ -263,24 +265,26 @@ def _public_cases():
                         total_variance=f.dm.total_variance, rtol=1e-3),
          ["lam", "mmse", "H"], ["H_rel_error", "entropy", "total_variance", "rtol"])
     lam_b = np.linspace(-5.0, 5.0, 400)
-    case("information.bin_losses", I.bin_losses, dict(lam=lam_b, loss=np.exp(-np.abs(lam_b)), n_bins=8),
-         ["lam", "loss"])
+    case("information.bin_losses", I.bin_losses, dict(lam=lam_b, loss=np.exp(-np.abs(lam_b)), n_bins=8, min_count=2),
+         ["lam", "loss"], ["n_bins", "min_count"])
     case("information.x0_loss_from", I.x0_loss_from, dict(loss=[1.0, 0.5, 0.2], lam=LAM, parameterisation="eps"),
          ["loss", "lam"])
     case("information.fit_mmse_profile", I.fit_mmse_profile,
          dict(lam=LAMG, loss=1.0 / (1.0 + np.exp(LAMG)), stderr=np.full(9, 0.01), n_boot=4, rng=0, penalty=1e-3),
-         ["lam", "loss", "stderr"], ["penalty"])
+         ["lam", "loss", "stderr"], ["penalty", "n_boot"])
+    case("information.fit_mmse_profile(n_basis)", I.fit_mmse_profile,
+         dict(lam=LAMG, loss=1.0 / (1.0 + np.exp(LAMG)), n_basis=4, n_boot=2, rng=0), [], ["n_basis"])
     case("information.i_mmse_check", I.i_mmse_check, lambda f: dict(model=f.gm, lam=LAM, step=0.01), ["lam"],
          ["step"])
     case("information.posterior_weight_matrices", I.posterior_weight_matrices,
-         lambda f: dict(model=f.dm, lam=LAM, n_nodes=8, n_mc=64), ["lam"])
+         lambda f: dict(model=f.dm, lam=LAM, n_nodes=8, n_mc=64), ["lam"], ["n_nodes", "n_mc"])
     case("information.gaussian_linear_matrices", I.gaussian_linear_matrices, lambda f: dict(model=f.gm, lam=LAM),
          ["lam"])
     case("information.gaussian_linear_sympy", I.gaussian_linear_sympy, dict(variances=[1.0, 2.0]), ["variances"])
     case("information.random_feature_matrices", I.random_feature_matrices,
-         lambda f: dict(model=f.dm, lam=LAM, q=4, n_mc=64, freqs=2, scale=1.0), ["lam"], ["scale"])
+         lambda f: dict(model=f.dm, lam=LAM, q=4, n_mc=64, freqs=2, scale=1.0), ["lam"], ["q", "n_mc", "freqs", "scale"])
     case("information.bspline_basis", I.bspline_basis, dict(lam=LAM, J=4, lam_min=-3.0, lam_max=3.0), ["lam"],
-         ["lam_min", "lam_max"])
+         ["J", "lam_min", "lam_max"])
     case("information.build_family_matrices", I.build_family_matrices,
          lambda f: dict(model=f.gm, family="linear", lam=LAM), ["lam"])
     case("information.information_profile", I.information_profile,
@@ -344,8 +348,8 @@ def _public_cases():
     case("schedules.Laplace", S.Laplace, dict(mu=0.0, b=1.0), [], ["mu", "b"])
     case("schedules.Uniform", S.Uniform, dict(a=0.0, b=1.0), [], ["a", "b"])
     case("schedules.EntropyRateEstimator", S.EntropyRateEstimator,
-         dict(lam_min=-3.0, lam_max=3.0, forgetting=0.9, floor=0.05, max_change=0.1), [],
-         ["lam_min", "lam_max", "forgetting", "floor", "max_change"])
+         dict(lam_min=-3.0, lam_max=3.0, forgetting=0.9, floor=0.05, max_change=0.1, n_bins=8, min_bins=4, knots=33),
+         [], ["lam_min", "lam_max", "forgetting", "floor", "max_change", "n_bins", "min_bins", "knots"])
     case("EntropyRateEstimator.update", lambda f: S.EntropyRateEstimator().update, dict(lam=[0.0, 1.0], loss=[1.0, 0.5]),
          ["lam", "loss"])
     case("schedules.tv_distance_piecewise_linear", S.tv_distance_piecewise_linear,
@@ -359,7 +363,7 @@ def _public_cases():
     case("masked.masked_profile", K.masked_profile, lambda f: dict(model=f.prod, lam=LAM, n_samples=16, rng=0),
          ["lam"])
     case("masked.FiniteLaw", K.FiniteLaw, dict(strings=STRINGS, V=2, weights=[0.25] * 4), ["strings", "weights"])
-    case("masked.check_weights", K.check_weights, dict(weights=[0.5, 0.5], K=2), ["weights"])
+    case("masked.check_weights", K.check_weights, dict(weights=[0.5, 0.5], K=2), ["weights"], ["K"])
     case("masked.merge_duplicate_strings", K.merge_duplicate_strings,
          dict(strings=STRINGS, weights=np.full(4, 0.25)), ["strings", "weights"])
     case("masked.MaskedInformation.closed_form", K.MaskedInformation.closed_form,
@@ -414,7 +418,7 @@ def _public_cases():
     case("masked.fit_delta", K.fit_delta, dict(strings=STRINGS, V=2), ["strings"])
     case("masked.distance_histograms", K.distance_histograms, dict(strings=STRINGS, V=2), ["strings"])
     case("masked.loo_log_likelihood", K.loo_log_likelihood,
-         lambda f: dict(delta=[0.1], hist=f.hist, counts=f.counts, V=2), ["delta", "hist", "counts"])
+         lambda f: dict(delta=[0.1], hist=f.hist, counts=f.counts, V=2), ["delta", "hist", "counts"], ["V"])
     return cases
 
 

@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory.coordinates import COORDINATES, _ALIASES, get_coordinate
-from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_choice, check_finite
+from noisealloc.theory.errors import (as_float_array, as_float_scalar, as_generator, as_int_scalar, check_choice,
+                                      check_finite)
 
 __all__ = [
     "PARAMETERISATIONS",
@@ -276,9 +277,9 @@ def bin_losses(lam, loss, *, n_bins: int = DEFAULT_LOSS_BINS, min_count: int = M
     """
     lam = check_finite(as_float_array(lam, "lam", ndim=1), "lam")
     loss = check_finite(as_float_array(loss, "loss", shape=lam.shape), "loss")
-    if isinstance(n_bins, bool) or int(n_bins) != n_bins or n_bins < 3:
+    if isinstance(n_bins, bool) or as_int_scalar(n_bins, "n_bins") != n_bins or n_bins < 3:
         raise ValueError(f"n_bins must be an integer >= 3; got {n_bins!r}")
-    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 2:
+    if isinstance(min_count, bool) or as_int_scalar(min_count, "min_count") != min_count or min_count < 2:
         raise ValueError(f"min_count must be an integer >= 2; got {min_count!r}")
     if lam.size == 0:
         raise ValueError("lam must hold at least one loss")
@@ -677,6 +678,7 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
     else:
         rel = None
     penalty = as_float_scalar(penalty, "penalty")
+    n_boot = as_int_scalar(n_boot, "n_boot")
     if not penalty >= 0:  # NaN too
         raise ValueError(f"penalty must be >= 0; got {penalty!r}")
     n = lam.size
@@ -707,7 +709,7 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         return knots_inner, X, coef, solve, chi2, dof, J
 
     if n_basis is not None:
-        if int(n_basis) < 2:
+        if as_int_scalar(n_basis, "n_basis") < 2:
             raise ValueError(f"n_basis must be >= 2; got {n_basis!r}")
         knots_inner, X, coef, solve, chi2, dof, J = fit(int(n_basis))
         selection = "given"

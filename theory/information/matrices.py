@@ -63,7 +63,8 @@ from typing import Callable
 import numpy as np
 
 from noisealloc.theory.posterior.dirac_quadrature import QUAD_HALF_WIDTH, _gh_rule, _posterior_kernel
-from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_finite, check_interval
+from noisealloc.theory.errors import (as_float_array, as_float_scalar, as_generator, as_int_scalar, check_finite,
+                                      check_interval)
 
 __all__ = [
     "FamilyMatrices",
@@ -322,6 +323,7 @@ def posterior_weight_matrices(model, lam, *, omega: Callable = _elbo, n_nodes: i
     are not resolved at high SNR); larger: Monte Carlo.
     """
     lam = _grid(lam)
+    n_nodes, n_mc = as_int_scalar(n_nodes, "n_nodes"), as_int_scalar(n_mc, "n_mc")
     atoms = np.asarray(model.atoms, dtype=np.float64)
     center, basis = _span(model)
     coords = (atoms - center) @ basis.T if basis.shape[0] else np.zeros((atoms.shape[0], 1))
@@ -505,7 +507,7 @@ def random_feature_matrices(model, lam, *, q: int = 32, n_mc: int = 4096, freqs:
     lam = _grid(lam)
     gen = as_generator(rng)
     D = int(model.dim)
-    q = int(q)
+    q, n_mc, freqs = as_int_scalar(q, "q"), as_int_scalar(n_mc, "n_mc"), as_int_scalar(freqs, "freqs")
     scale = as_float_scalar(scale, "scale")
     Wx = gen.standard_normal((D, q)) * scale / np.sqrt(D)
     Wl = gen.standard_normal((2 * int(freqs), q)) * scale
@@ -576,7 +578,7 @@ def bspline_basis(lam, J: int, lam_min: float, lam_max: float):
     """
     from scipy.interpolate import BSpline
 
-    J = int(J)
+    J = as_int_scalar(J, "J")
     if J < 1:
         raise ValueError(f"J must be >= 1; got {J}")
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_count
+from noisealloc.theory.errors import as_generator, as_int_scalar, check_count
 from noisealloc.theory.masked.information import MaskedModel, entropy_nats
 from noisealloc.theory.masked.process import check_tokens, check_vocabulary
 
@@ -76,6 +76,8 @@ def check_weights(weights, K: int) -> np.ndarray:
     ValueError
         One line naming ``weights``: wrong shape, NaN/inf, negative or a sum other than 1.
     """
+    if isinstance(K, bool) or as_int_scalar(K, "K") != K:
+        raise ValueError(f"K must be an integer; got {K!r}")
     if weights is None:
         return np.full(K, 1.0 / K)
     if np.iscomplexobj(weights):  # never cut to the real part

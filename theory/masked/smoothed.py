@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_count
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, as_int_scalar, check_count
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.masked.finite import FiniteLaw
 from noisealloc.theory.masked.information import MaskedModel, entropy_nats
@@ -150,6 +150,7 @@ def loo_log_likelihood(delta, hist, counts, V: int) -> np.ndarray:
 
     delta = as_float_array(delta, "delta")
     hist, counts = as_float_array(hist, "hist", ndim=2), as_float_array(counts, "counts", ndim=1)
+    as_int_scalar(V, "V")  # a named error for an array or an object; V itself is used as given
     L = hist.shape[1] - 1
     K = float(counts.sum())
     d = np.arange(L + 1)

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, logsumexp
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_count, check_finite
+from noisealloc.theory.errors import as_float_array, as_generator, as_int_scalar, check_count, check_finite
 
 __all__ = [
     "ID_NEIGHBORS",
@@ -245,7 +245,7 @@ class SmoothedEmpiricalLaw:
         self.dim = d_amb
         self.rank = self.bases.shape[2]
         self.intrinsic_dimension = dimension
-        self.n_neighbors = int(n_neighbors)
+        self.n_neighbors = as_int_scalar(n_neighbors, "n_neighbors")
         self._mixture = None
 
     def __repr__(self) -> str:

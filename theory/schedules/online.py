@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from noisealloc.theory.coordinates import Coordinate, get_coordinate
-from noisealloc.theory.errors import as_float_array, as_float_scalar, check_finite, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_int_scalar, check_finite, check_interval
 from noisealloc.theory.information.from_losses import PARAMETERISATIONS, fit_mmse_profile, x0_loss_from
 
 __all__ = ["EntropyRateEstimator", "tv_distance_piecewise_linear"]
@@ -119,6 +119,8 @@ class EntropyRateEstimator:
                  max_change: float = 0.1, coordinate: str = "lambda", rule: str = "sqrt-entropy",
                  min_bins: int = 4, knots: int = 129, process: str = "gaussian"):
         self.lam_min, self.lam_max = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+        for name, value in (("n_bins", n_bins), ("min_bins", min_bins), ("knots", knots)):
+            as_int_scalar(value, name)  # named errors; the checks below keep int()'s conversion
         if int(n_bins) < 3:
             raise ValueError(f"n_bins must be >= 3; got {n_bins!r}")
         if parameterisation not in PARAMETERISATIONS:
