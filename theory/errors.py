@@ -516,7 +516,7 @@ def as_generator(rng=None) -> np.random.Generator:
 
 
 def check_count(n, name: str = "n") -> int:
-    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` below 1).
+    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` for complex or below 1).
 
     Parameters
     ----------
@@ -539,6 +539,8 @@ def check_count(n, name: str = "n") -> int:
     ...
     ValueError: reps must be >= 1; got 0
     """
+    if np.iscomplexobj(n):  # complex input is a ValueError everywhere in the toolkit
+        raise ValueError(f"{name} must be a real integer; got {n!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be a positive integer; got {n!r}")
     if n < 1:

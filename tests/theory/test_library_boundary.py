@@ -255,8 +255,9 @@ def _public_cases():
          ["first", "ratio"])
     # information
     for name in ("budget_integral", "budget_check"):
-        case(f"information.{name}", getattr(I, name), lambda f: dict(model=f.dm, lam_min=-8.0, lam_max=8.0, rtol=1e-6),
-             [], ["lam_min", "lam_max", "rtol"])
+        case(f"information.{name}", getattr(I, name),
+             lambda f: dict(model=f.dm, lam_min=-8.0, lam_max=8.0, rtol=1e-6, n_panels=16), [],
+             ["lam_min", "lam_max", "rtol", "n_panels"])
     case("information.budget_check_from_samples", I.budget_check_from_samples,
          lambda f: dict(samples=f.dm_samples, entropy=f.dm.entropy, total_variance=f.dm.total_variance), [],
          ["entropy", "total_variance"])
@@ -308,6 +309,10 @@ def _public_cases():
         case(f"Schedule.{meth}", lambda f, meth=meth: getattr(f.unif, meth), {arg: [0.5]}, [arg])
         case(f"Distribution.{meth}", lambda f, meth=meth: getattr(f.normal, meth), {arg: [0.5]}, [arg])
     case("Schedule.truncate", lambda f: f.unif.truncate, dict(lo=-1.0, hi=1.0), [], ["lo", "hi"])
+    case("Schedule.lam_moments", lambda f: f.unif.lam_moments, dict(n_cells=16, order=8), [], ["n_cells", "order"])
+    case("Schedule.sample", lambda f: f.unif.sample, dict(n=4, rng=0), [], ["n"])
+    case("Distribution.sample", lambda f: f.normal.sample, dict(n=4, rng=0), [], ["n"])
+    case("DiracMixture.sample_x0", lambda f: f.dm.sample_x0, dict(n=4, rng=0), [], ["n"])
     for name in ("uniform_lambda", "cosine", "linear_beta_uniform_t", "builtin_schedules"):
         case(f"schedules.{name}", getattr(S, name), dict(lam_min=-3.0, lam_max=3.0), [], ["lam_min", "lam_max"])
     case("schedules.edm_lognormal", S.edm_lognormal, dict(P_mean=-1.2, P_std=1.2, lam_min=-3.0, lam_max=3.0), [],
@@ -415,7 +420,7 @@ def _public_cases():
     for name in ("masked_linear", "masked_cosine", "maskgit_cosine", "masked_uniform_lambda", "masked_heuristics"):
         case(f"masked.{name}", getattr(K, name), dict(lam_min=-3.0, lam_max=3.0), [], ["lam_min", "lam_max"])
     case("masked.SmoothedLaw", K.SmoothedLaw, dict(strings=STRINGS, V=2, delta=0.1), ["strings"], ["delta"])
-    case("masked.fit_delta", K.fit_delta, dict(strings=STRINGS, V=2), ["strings"])
+    case("masked.fit_delta", K.fit_delta, dict(strings=STRINGS, V=2, grid=16), ["strings"], ["grid"])
     case("masked.distance_histograms", K.distance_histograms, dict(strings=STRINGS, V=2), ["strings"])
     case("masked.loo_log_likelihood", K.loo_log_likelihood,
          lambda f: dict(delta=[0.1], hist=f.hist, counts=f.counts, V=2), ["delta", "hist", "counts"], ["V"])

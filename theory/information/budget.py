@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, as_int_scalar, check_interval
 from noisealloc.theory.models.protocol import monte_carlo_options
 from noisealloc.theory.posterior.quadrature import adaptive_gauss_kronrod
 from noisealloc.theory.tolerances import (
@@ -113,8 +113,9 @@ def _integrate_rate(model, lo: float, hi: float, *, rtol: float, n_panels: int, 
     Monte-Carlo models the integral of every sample's rate (shape (n,)) and one
     ``InformationSamples`` (for its strata); ``None`` otherwise.
     """
-    edges = np.linspace(lo, hi, int(n_panels) + 1)
-    pids = np.zeros(int(n_panels), dtype=np.intp)
+    n_panels = as_int_scalar(n_panels, "n_panels")
+    edges = np.linspace(lo, hi, n_panels + 1)
+    pids = np.zeros(n_panels, dtype=np.intp)
     if not model.monte_carlo:
         def f(lam, pid):
             return np.asarray(model.entropy_rate(lam).value)[None, :]

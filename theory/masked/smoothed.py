@@ -184,6 +184,7 @@ def fit_delta(strings, V: int, *, grid: int = DELTA_GRID) -> DeltaFit:
     x = check_tokens(strings, V, "strings")
     if x.shape[0] < 2:
         raise ValueError(f"strings must have at least 2 rows to choose delta by leave-one-out; got {x.shape[0]}")
+    grid = check_count(grid, "grid")
     hist, counts = distance_histograms(x, V)
     hi = (V - 1) / V
     g = 1.0 / (1.0 + np.exp(-np.linspace(math.log(DELTA_MIN / (1 - DELTA_MIN)), math.log(hi / (1 - hi)), grid)))

@@ -77,6 +77,7 @@ from noisealloc.theory.errors import (
     as_float_array,
     as_generator,
     check_choice,
+    check_count,
     check_finite,
     check_interval,
     check_positive,
@@ -466,6 +467,7 @@ class Schedule(abc.ABC):
         >>> [round(v, 4) for v in edm_lognormal().lam_moments()]   # truncation at +-12 barely moves N(2.4, 2.4^2)
         [2.3997, 2.3994]
         """
+        n_cells, order = check_count(n_cells, "n_cells"), check_count(order, "order")
         s = self.to("lambda")
         edges = np.unique(np.asarray(s.ppf(np.linspace(0.0, 1.0, n_cells + 1)), dtype=np.float64))
         x, w = np.polynomial.legendre.leggauss(order)

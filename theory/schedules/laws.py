@@ -38,6 +38,8 @@ def _log(x):
 
 
 def _check_n(n, name: str = "n") -> int:
+    if np.iscomplexobj(n):  # complex input is a ValueError everywhere in the toolkit
+        raise ValueError(f"{name} must be a real integer; got {n!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be an integer; got {n!r}")
     if n < 0:
