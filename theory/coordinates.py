@@ -110,7 +110,7 @@ def vp_alpha_sigma(lam):
     Parameters
     ----------
     lam : array_like
-        Log-SNR :math:`\lambda` (any shape).
+        Log-SNR :math:`\lambda` (any shape); element-wise, a NaN gives NaN there, as numpy does.
 
     Returns
     -------
@@ -140,7 +140,8 @@ def lam_from_alpha_sigma(alpha, sigma):
     Parameters
     ----------
     alpha, sigma : array_like
-        Signal and noise scales of :math:`x = \alpha x_0 + \sigma\varepsilon`, > 0, broadcastable.
+        Signal and noise scales of :math:`x = \alpha x_0 + \sigma\varepsilon`, > 0, broadcastable;
+        element-wise, a NaN gives NaN there, as numpy does.
 
     Returns
     -------
@@ -165,7 +166,7 @@ def edm_sigma(lam):
     Parameters
     ----------
     lam : array_like
-        Log-SNR :math:`\lambda`.
+        Log-SNR :math:`\lambda`; element-wise, a NaN gives NaN there, as numpy does.
 
     Returns
     -------
@@ -190,7 +191,7 @@ def lam_from_edm_sigma(sigma):
     Parameters
     ----------
     sigma : array_like
-        EDM noise level :math:`\sigma > 0`.
+        EDM noise level :math:`\sigma > 0`; element-wise, a NaN gives NaN there, as numpy does.
 
     Returns
     -------

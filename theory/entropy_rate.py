@@ -28,7 +28,7 @@ def half_snr_times(lam, values) -> np.ndarray:
     lam : array_like
         Log-SNR levels.
     values : array_like
-        :math:`v`, broadcastable with ``lam``.
+        :math:`v`, broadcastable with ``lam``.  Element-wise: a NaN in either gives NaN there, as numpy does.
 
     Returns
     -------
@@ -84,7 +84,8 @@ def entropy_rate_from_mmse(lam, mmse, coordinate="lambda") -> Estimate:
         Log-SNR levels (the input is always :math:`\lambda`).
     mmse : Estimate or array_like
         MMSE at ``lam`` (same shape); an :class:`Estimate` keeps its method,
-        ``error_check`` (relative, so unchanged) and a scaled ``stderr``.
+        ``error_check`` (relative, so unchanged) and a scaled ``stderr``.  Level by level: a NaN
+        MMSE gives a NaN rate there, as numpy does.
     coordinate : str or Coordinate
         Target coordinate (``"lambda"``, ``"sigma"``, ``"log-sigma"``, ``"t"``, ...).
 

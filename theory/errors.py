@@ -15,6 +15,8 @@ __all__ = [
     "ConvergenceWarning",
     "RegularizationWarning",
     "as_float_array",
+    "as_float_scalar",
+    "as_int_scalar",
     "check_weight_vector",
     "check_finite",
     "check_choice",
@@ -98,6 +100,107 @@ def as_float_array(value, name: str, *, ndim: int | None = None, shape=None) -> 
             if want is not None and got != want:
                 raise ValueError(f"{name} must have shape {tuple(shape)} (None = any); got {arr.shape} (axis {axis})")
     return arr
+
+
+def as_float_scalar(value, name: str) -> float:
+    """Coerce a scalar parameter to one Python float, naming ``name`` if it is not one real number.
+
+    ``float(...)`` and ``numpy.float64(...)`` would drop the imaginary part of a numpy complex with
+    only a ``ComplexWarning``, return an array for an array, or raise a message that does not name
+    the argument; this check does neither.
+
+    Parameters
+    ----------
+    value : float or 0-d array_like
+        One real number (a Python or numpy scalar, or a 0-d array).
+    name : str
+        Name of the argument, quoted in error messages.
+
+    Returns
+    -------
+    float
+        ``value`` as a float; NaN and infinities pass through (use :func:`check_finite` to refuse them).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is None or not numeric.
+    ValueError
+        If ``value`` is complex or an array (of any size, even 1).
+
+    Examples
+    --------
+    >>> as_float_scalar(2, "sd")
+    2.0
+    >>> as_float_scalar(1 + 0j, "sd")
+    Traceback (most recent call last):
+    ...
+    ValueError: sd must be real; got a complex number (1+0j)
+    >>> as_float_scalar([0.5, 1.0], "sd")
+    Traceback (most recent call last):
+    ...
+    ValueError: sd must be a single number; got an array of shape (2,)
+    """
+    if value is None:
+        raise TypeError(f"{name} must be a real number; got None")
+    if np.iscomplexobj(value):
+        what = f"number {_short(complex(value))}" if np.ndim(value) == 0 else "array"
+        raise ValueError(f"{name} must be real; got a complex {what}")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a real number; got {_short(value)}") from exc
+    if arr.ndim != 0:
+        raise ValueError(f"{name} must be a single number; got an array of shape {arr.shape}")
+    return float(arr)
+
+
+def as_int_scalar(value, name: str) -> int:
+    """``int(value)`` for an integer parameter, naming ``name`` if ``value`` is not one real number.
+
+    The conversion of real numbers is ``int()``'s own (a float is truncated, as the callers always did);
+    what changes is that a complex number, an array, None or an object is refused by name instead of
+    failing inside ``int()`` with a message that does not say which argument was wrong.
+
+    Parameters
+    ----------
+    value : int or 0-d array_like
+        The parameter.
+    name : str
+        Name of the argument, quoted in error messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is None or not a number.
+    ValueError
+        If ``value`` is complex, an array, NaN or infinite.
+
+    Examples
+    --------
+    >>> as_int_scalar(np.int64(3), "n_bins")
+    3
+    >>> as_int_scalar([3, 4], "n_bins")
+    Traceback (most recent call last):
+    ...
+    ValueError: n_bins must be a single integer; got an array of shape (2,)
+    """
+    if value is None:
+        raise TypeError(f"{name} must be an integer; got None")
+    if np.iscomplexobj(value):
+        raise ValueError(f"{name} must be a real integer; got a complex {'number' if np.ndim(value) == 0 else 'array'}")
+    if np.ndim(value) != 0:
+        raise ValueError(f"{name} must be a single integer; got an array of shape {np.shape(value)}")
+    try:
+        return int(value)
+    except TypeError as exc:
+        raise TypeError(f"{name} must be an integer; got {_short(value)}") from exc
+    except (ValueError, OverflowError) as exc:
+        raise ValueError(f"{name} must be an integer; got {_short(value)}") from exc
 
 
 def check_weight_vector(weights, k: int, *, of: str = "atoms", positive: bool = False,
@@ -271,7 +374,7 @@ def check_interval(lo, hi, name: str = "interval", *, allow_infinite: bool = Fal
     TypeError
         If an end point is not a real number.
     ValueError
-        If an end point is NaN, infinite (unless allowed), or ``lo >= hi``.
+        If an end point is complex, NaN, infinite (unless allowed), or ``lo >= hi``.
 
     Examples
     --------
@@ -282,6 +385,10 @@ def check_interval(lo, hi, name: str = "interval", *, allow_infinite: bool = Fal
     ...
     ValueError: [lam_min, lam_max] must satisfy lo < hi (a non-empty, non-inverted interval); got (3.0, 1.0)
     """
+    if np.iscomplexobj(lo) or np.iscomplexobj(hi):
+        # float() of a numpy complex drops the imaginary part with only a ComplexWarning
+        raise ValueError(f"{name} must be two real numbers (lo, hi); got a complex end point "
+                         f"({_short(lo)}, {_short(hi)})")
     try:
         lo_f, hi_f = float(lo), float(hi)
     except (TypeError, ValueError) as exc:
@@ -312,8 +419,10 @@ def check_positive(arr, name: str) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``arr`` is not numeric.
     ValueError
-        Naming ``name``, the flat index of the first offending entry and its value.
+        If ``arr`` is complex, or naming ``name``, the flat index of the first offending entry and its value.
 
     Examples
     --------
@@ -322,7 +431,7 @@ def check_positive(arr, name: str) -> np.ndarray:
     ...
     ValueError: sigma_data must be > 0 everywhere; entry 1 is 0.0
     """
-    arr = check_finite(np.asarray(arr, dtype=np.float64), name)
+    arr = check_finite(as_float_array(arr, name), name)
     if np.any(arr <= 0):
         bad = int(np.flatnonzero(arr.ravel() <= 0)[0])
         raise ValueError(f"{name} must be > 0 everywhere; entry {bad} is {float(arr.ravel()[bad])!r}")
@@ -346,15 +455,17 @@ def check_nonnegative(arr, name: str) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``arr`` is not numeric.
     ValueError
-        Naming ``name``, the flat index of the first offending entry and its value.
+        If ``arr`` is complex, or naming ``name``, the flat index of the first offending entry and its value.
 
     Examples
     --------
     >>> check_nonnegative([0.0, 2.0], "weights").tolist()
     [0.0, 2.0]
     """
-    arr = check_finite(np.asarray(arr, dtype=np.float64), name)
+    arr = check_finite(as_float_array(arr, name), name)
     if np.any(arr < 0):
         bad = int(np.flatnonzero(arr.ravel() < 0)[0])
         raise ValueError(f"{name} must be >= 0 everywhere; entry {bad} is {float(arr.ravel()[bad])!r}")
@@ -405,7 +516,7 @@ def as_generator(rng=None) -> np.random.Generator:
 
 
 def check_count(n, name: str = "n") -> int:
-    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` below 1).
+    """A positive integer count (``TypeError`` for non-integers and bools, ``ValueError`` for complex or below 1).
 
     Parameters
     ----------
@@ -428,6 +539,8 @@ def check_count(n, name: str = "n") -> int:
     ...
     ValueError: reps must be >= 1; got 0
     """
+    if np.iscomplexobj(n):  # complex input is a ValueError everywhere in the toolkit
+        raise ValueError(f"{name} must be a real integer; got {n!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be a positive integer; got {n!r}")
     if n < 1:

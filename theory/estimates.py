@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from noisealloc.theory.errors import as_float_array
+
 __all__ = ["Estimate", "InformationEstimates", "METHODS"]
 
 #: Method names, one vocabulary for the whole toolkit.
@@ -53,8 +55,8 @@ class Estimate:
     info: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        value = np.asarray(self.value, dtype=np.float64)
-        stderr = np.broadcast_to(np.asarray(self.stderr, dtype=np.float64), value.shape).copy()
+        value = as_float_array(self.value, "value")
+        stderr = np.broadcast_to(as_float_array(self.stderr, "stderr"), value.shape).copy()
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
         if np.any(stderr < 0) or np.any(np.isnan(stderr)):

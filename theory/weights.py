@@ -50,7 +50,14 @@ from typing import Callable
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, check_choice, check_finite, check_nonnegative, check_positive
+from noisealloc.theory.errors import (
+    as_float_array,
+    as_float_scalar,
+    check_choice,
+    check_finite,
+    check_nonnegative,
+    check_positive,
+)
 
 __all__ = [
     "Weight",
@@ -144,9 +151,9 @@ def edm_weight(lam, sigma_data: float = 0.5, P_mean: float = -1.2, P_std: float 
     0.999282
     """
     lam = _lam(lam)
-    sigma_data = float(check_positive(np.float64(sigma_data), "sigma_data"))
-    P_mean = float(check_finite(np.float64(P_mean), "P_mean"))
-    P_std = float(check_positive(np.float64(P_std), "P_std"))
+    sigma_data = float(check_positive(as_float_scalar(sigma_data, "sigma_data"), "sigma_data"))
+    P_mean = float(check_finite(as_float_scalar(P_mean, "P_mean"), "P_mean"))
+    P_std = float(check_positive(as_float_scalar(P_std, "P_std"), "P_std"))
     mu, sd = -2.0 * P_mean, 2.0 * P_std
     z = (lam - mu) / sd
     log_n = -0.5 * z * z - math.log(sd) - 0.5 * math.log(2.0 * math.pi)
@@ -179,7 +186,7 @@ def min_snr_weight(lam, gamma: float = 5.0):
     [0.5, 2.5]
     """
     lam = _lam(lam)
-    gamma = float(check_positive(np.float64(gamma), "gamma"))
+    gamma = float(check_positive(as_float_scalar(gamma, "gamma"), "gamma"))
     return (0.5 * np.exp(np.minimum(lam, math.log(gamma))))[()]
 
 
@@ -247,7 +254,7 @@ class Weight:
     params: dict = field(default_factory=dict)
 
     def __call__(self, lam):
-        val = np.asarray(self.func(lam, **self.params), dtype=np.float64)
+        val = as_float_array(self.func(lam, **self.params), f"weight {self.name!r}")
         if np.any(np.isnan(val)):
             raise ValueError(f"weight {self.name!r} returned NaN")
         if np.any(val < 0):
@@ -440,7 +447,7 @@ def loss_weight(lam, kind: str, sigma_data: float = 1.0):
     """
     kind = check_loss_weight(kind)
     lam = check_finite(_lam(lam), "lam")
-    s = float(check_positive(np.float64(sigma_data), "sigma_data"))
+    s = float(check_positive(as_float_scalar(sigma_data, "sigma_data"), "sigma_data"))
     logw = log_loss_weight(lam, kind, s)
     if np.any(logw > _LOG_MAX):
         bad = float(np.asarray(lam).flat[int(np.argmax(logw))])

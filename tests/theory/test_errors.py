@@ -30,6 +30,45 @@ def test_as_float_array():
     assert E.as_float_array(np.zeros((2, 7)), "x", shape=(2, None)).shape == (2, 7)
 
 
+def test_as_float_scalar():
+    """One real number, or a one-line error naming the argument (issue 28 item 7)."""
+    assert E.as_float_scalar(2, "sd") == 2.0 and type(E.as_float_scalar(2, "sd")) is float
+    assert E.as_float_scalar(np.float32(0.5), "sd") == 0.5 and E.as_float_scalar(np.array(3.0), "sd") == 3.0
+    assert np.isnan(E.as_float_scalar(float("nan"), "sd"))  # finiteness is the caller's check
+    for z in (1 + 0j, np.complex128(1.0), np.array(1.0 + 0j)):  # float() would cut the numpy ones silently
+        with pytest.raises(ValueError, match=r"^sd must be real; got a complex number \(1\+0j\)$"):
+            E.as_float_scalar(z, "sd")
+    with pytest.raises(ValueError, match=r"^sd must be real; got a complex array$"):
+        E.as_float_scalar(np.array([1.0 + 0j]), "sd")
+    with pytest.raises(ValueError, match=r"^sd must be a single number; got an array of shape \(1,\)$"):
+        E.as_float_scalar([1.0], "sd")
+    for bad, shown in ((None, "None"), ("abc", "'abc'"), (object(), "<object")):
+        with pytest.raises(TypeError, match=rf"^sd must be a real number; got {shown}"):
+            E.as_float_scalar(bad, "sd")
+
+
+def test_as_int_scalar():
+    """int() of an integer parameter, or a one-line error naming it (int()'s own conversion of reals is kept)."""
+    assert E.as_int_scalar(np.int64(3), "n") == 3 and type(E.as_int_scalar(np.int64(3), "n")) is int
+    assert E.as_int_scalar(3.0, "n") == 3
+    for z in (1 + 0j, np.complex128(2.0)):
+        with pytest.raises(ValueError, match=r"^n must be a real integer; got a complex number$"):
+            E.as_int_scalar(z, "n")
+    with pytest.raises(ValueError, match=r"^n must be a single integer; got an array of shape \(2,\)$"):
+        E.as_int_scalar([3, 4], "n")
+    for bad, exc in ((None, TypeError), (object(), TypeError), (float("nan"), ValueError), (float("inf"), ValueError)):
+        with pytest.raises(exc, match=r"^n must be an integer; got "):
+            E.as_int_scalar(bad, "n")
+
+
+def test_checks_refuse_complex_naming_the_argument():
+    with pytest.raises(ValueError, match=r"^iv must be two real numbers \(lo, hi\); got a complex end point"):
+        E.check_interval(np.complex128(0.0), 1.0, "iv")
+    for check in (E.check_positive, E.check_nonnegative):
+        with pytest.raises(ValueError, match=r"^sd must be real; got a complex array$"):
+            check(np.array([1.0 + 0j]), "sd")
+
+
 def test_check_finite():
     E.check_finite(np.array([0.0, 1.0]), "v")
     with pytest.raises(ValueError, match=r"^v must be finite; entry 1 is nan$"):

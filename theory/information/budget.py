@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, as_int_scalar, check_interval
 from noisealloc.theory.models.protocol import monte_carlo_options
 from noisealloc.theory.posterior.quadrature import adaptive_gauss_kronrod
 from noisealloc.theory.tolerances import (
@@ -66,7 +66,11 @@ def budget_check_on_grid(lam, mmse, H, H_rel_error, *, entropy, total_variance, 
     -------
     BudgetCheck or None
     """
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
+    mmse, H = as_float_array(mmse, "mmse"), as_float_array(H, "H")
+    H_rel_error = as_float_scalar(H_rel_error, "H_rel_error")
+    entropy, total_variance = as_float_scalar(entropy, "entropy"), as_float_scalar(total_variance, "total_variance")
+    rtol = as_float_scalar(rtol, "rtol")
     n = lam.size
     if n % 2 == 0 or (n + 1) // 2 < 2 * (GREGORY_ORDER + 1):
         return None
@@ -74,14 +78,13 @@ def budget_check_on_grid(lam, mmse, H, H_rel_error, *, entropy, total_variance, 
     step = (lam[-1] - lam[0]) / (n - 1)
     if np.max(np.abs(steps - step)) > GRID_UNIFORM_RTOL * step:
         return None
-    h = half_snr_times(lam, np.asarray(mmse, dtype=np.float64))
+    h = half_snr_times(lam, mmse)
     fine = float(gregory_weights(n, step) @ h)
     coarse = float(gregory_weights((n + 1) // 2, 2.0 * step) @ h[::2])
     est = abs(fine - coarse)
     if not (np.isfinite(fine) and est <= rtol * abs(fine)):
         return None
-    H = np.asarray(H, dtype=np.float64)
-    h_err = float(H_rel_error) * float(np.abs(H).max())
+    h_err = H_rel_error * float(np.abs(H).max())
     return _budget_verdict(value=fine, stderr=0.0, target=float(H[0] - H[-1]), target_stderr=0.0,
                            difference_stderr=0.0, abs_error=est + 2 * h_err, interval=(float(lam[0]), float(lam[-1])),
                            entropy=entropy, total_variance=total_variance, ends=(H[0], H[-1]), ends_stderr=(0.0, 0.0),
@@ -110,8 +113,9 @@ def _integrate_rate(model, lo: float, hi: float, *, rtol: float, n_panels: int, 
     Monte-Carlo models the integral of every sample's rate (shape (n,)) and one
     ``InformationSamples`` (for its strata); ``None`` otherwise.
     """
-    edges = np.linspace(lo, hi, int(n_panels) + 1)
-    pids = np.zeros(int(n_panels), dtype=np.intp)
+    n_panels = as_int_scalar(n_panels, "n_panels")
+    edges = np.linspace(lo, hi, n_panels + 1)
+    pids = np.zeros(n_panels, dtype=np.intp)
     if not model.monte_carlo:
         def f(lam, pid):
             return np.asarray(model.entropy_rate(lam).value)[None, :]
@@ -222,7 +226,7 @@ def budget_integral(model, lam_min=-30.0, lam_max=30.0, *, rtol=1e-9, n_panels=1
     >>> round(b.value, 9), b.success, b.stderr   # H(pi) = log 2
     (0.693147181, True, 0.0)
     """
-    lo, hi = check_interval(lam_min, lam_max, "lam interval")
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     seed = _fixed_seed(rng) if model.monte_carlo else None
     res, per, smp = _integrate_rate(model, lo, hi, rtol=rtol, n_panels=n_panels, n_samples=n_samples, seed=seed)
     stderr = 0.0
@@ -431,7 +435,7 @@ def budget_check(model, lam_min=-30.0, lam_max=30.0, *, rtol=1e-9, n_panels=16, 
     (True, True, 1.098612)
     """
     _require_discrete(model, "the budget check")
-    lo, hi = check_interval(lam_min, lam_max, "lam interval")
+    lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     seed = _fixed_seed(rng) if model.monte_carlo else None
     res, per, smp = _integrate_rate(model, lo, hi, rtol=rtol, n_panels=n_panels, n_samples=n_samples, seed=seed)
     value = float(res.value[0, 0])
@@ -489,6 +493,7 @@ def budget_check_from_samples(samples, entropy: float, total_variance: float) ->
     ----------
     docs/THEORY.md sections 2 (budget identity) and 3.1 (common random numbers, standard errors).
     """
+    entropy, total_variance = as_float_scalar(entropy, "entropy"), as_float_scalar(total_variance, "total_variance")
     lam = np.asarray(samples.lam, dtype=np.float64)
     if lam.ndim != 1 or lam.size < 3 or np.any(np.diff(lam) <= 0):
         raise ValueError(f"samples.lam must be an increasing grid of at least 3 levels (Simpson's rule); "

@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.theory.coordinates import COORDINATES, _ALIASES, get_coordinate
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite
+from noisealloc.theory.errors import (as_float_array, as_float_scalar, as_generator, as_int_scalar, check_choice,
+                                      check_finite)
 
 __all__ = [
     "PARAMETERISATIONS",
@@ -76,7 +77,8 @@ def x0_loss_from(loss, lam, parameterisation: str):
     loss : array_like
         Per-level loss (or its standard error: the map is linear) in ``parameterisation``.
     lam : array_like
-        Log-SNR of each level, broadcastable with ``loss``.
+        Log-SNR of each level, broadcastable with ``loss``.  Element-wise: a NaN in ``loss`` or ``lam``
+        gives NaN there, as numpy does.
     parameterisation : {'x0', 'eps', 'v'}
         What the loss measures (see the module docstring; ``v`` is the VP v-prediction).
 
@@ -102,8 +104,8 @@ def x0_loss_from(loss, lam, parameterisation: str):
     ValueError: parameterisation must be one of 'x0', 'eps', 'v'; got 'score'
     """
     check_choice(parameterisation, "parameterisation", PARAMETERISATIONS)
-    loss = np.asarray(loss, dtype=np.float64)
-    lam = np.asarray(lam, dtype=np.float64)
+    loss = as_float_array(loss, "loss")
+    lam = as_float_array(lam, "lam")
     if parameterisation == "x0":
         return loss.copy()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -275,9 +277,9 @@ def bin_losses(lam, loss, *, n_bins: int = DEFAULT_LOSS_BINS, min_count: int = M
     """
     lam = check_finite(as_float_array(lam, "lam", ndim=1), "lam")
     loss = check_finite(as_float_array(loss, "loss", shape=lam.shape), "loss")
-    if isinstance(n_bins, bool) or int(n_bins) != n_bins or n_bins < 3:
+    if isinstance(n_bins, bool) or as_int_scalar(n_bins, "n_bins") != n_bins or n_bins < 3:
         raise ValueError(f"n_bins must be an integer >= 3; got {n_bins!r}")
-    if isinstance(min_count, bool) or int(min_count) != min_count or min_count < 2:
+    if isinstance(min_count, bool) or as_int_scalar(min_count, "min_count") != min_count or min_count < 2:
         raise ValueError(f"min_count must be an integer >= 2; got {min_count!r}")
     if lam.size == 0:
         raise ValueError("lam must hold at least one loss")
@@ -574,7 +576,7 @@ class MMSEProfile:
         ndarray of float64
             Entropy rate in nats per unit log-SNR (docs/THEORY.md section 2), the shape of ``lam``.
         """
-        lam = np.asarray(lam, dtype=np.float64)
+        lam = as_float_array(lam, "lam")
         return 0.5 * np.exp(lam + self.log_mmse(lam))
 
     def band(self, lam, q=(0.025, 0.975)):
@@ -675,7 +677,9 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         rel = stderr / loss
     else:
         rel = None
-    if penalty < 0:
+    penalty = as_float_scalar(penalty, "penalty")
+    n_boot = as_int_scalar(n_boot, "n_boot")
+    if not penalty >= 0:  # NaN too
         raise ValueError(f"penalty must be >= 0; got {penalty!r}")
     n = lam.size
     lo, hi = float(lam[0]), float(lam[-1])
@@ -705,7 +709,7 @@ def fit_mmse_profile(lam, loss, stderr=None, *, n_basis: int | None = None, pena
         return knots_inner, X, coef, solve, chi2, dof, J
 
     if n_basis is not None:
-        if int(n_basis) < 2:
+        if as_int_scalar(n_basis, "n_basis") < 2:
             raise ValueError(f"n_basis must be >= 2; got {n_basis!r}")
         knots_inner, X, coef, solve, chi2, dof, J = fit(int(n_basis))
         selection = "given"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, check_finite
+from noisealloc.theory.errors import as_float_array, as_float_scalar, check_finite
 from noisealloc.theory.tolerances import (
     FD_REL_STEP,
     FD_RTOL,
@@ -141,7 +141,7 @@ def i_mmse_check(model, lam, *, step=None, n_samples=None, rng=0):
         # a centred difference of two Monte-Carlo estimates has no usable accuracy: the identity is
         # checked in integrated form, per draw, with its standard error
         return _i_mmse_check_mc(model, lam, n_samples=n_samples, rng=rng)
-    s = float(step) if step is not None else float(FD_REL_STEP * max(1.0, float(np.max(np.abs(lam))) if lam.size else 1.0))
+    s = as_float_scalar(step, "step") if step is not None else float(FD_REL_STEP * max(1.0, float(np.max(np.abs(lam))) if lam.size else 1.0))
     if model.discrete:
         hp = np.asarray(model.conditional_entropy(lam + s).value)
         hm = np.asarray(model.conditional_entropy(lam - s).value)

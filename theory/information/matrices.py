@@ -63,7 +63,8 @@ from typing import Callable
 import numpy as np
 
 from noisealloc.theory.posterior.dirac_quadrature import QUAD_HALF_WIDTH, _gh_rule, _posterior_kernel
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_interval
+from noisealloc.theory.errors import (as_float_array, as_float_scalar, as_generator, as_int_scalar, check_finite,
+                                      check_interval)
 
 __all__ = [
     "FamilyMatrices",
@@ -156,7 +157,7 @@ def _entropy_rate(model, lam, rng):
 
 
 def _eval_matrix(lam, A, omega):
-    w = np.asarray(omega(lam), dtype=np.float64)
+    w = as_float_array(omega(lam), "omega(lam)")  # the caller's function: complex is refused, not cut
     if np.any(w < 0) or not np.all(np.isfinite(w)):
         raise ValueError("omega must be finite and >= 0 on the grid")
     return np.trapezoid(w[:, None, None] * A, lam, axis=0)
@@ -322,6 +323,7 @@ def posterior_weight_matrices(model, lam, *, omega: Callable = _elbo, n_nodes: i
     are not resolved at high SNR); larger: Monte Carlo.
     """
     lam = _grid(lam)
+    n_nodes, n_mc = as_int_scalar(n_nodes, "n_nodes"), as_int_scalar(n_mc, "n_mc")
     atoms = np.asarray(model.atoms, dtype=np.float64)
     center, basis = _span(model)
     coords = (atoms - center) @ basis.T if basis.shape[0] else np.zeros((atoms.shape[0], 1))
@@ -460,7 +462,7 @@ def gaussian_linear_sympy(variances):
     import sympy as sp
 
     snr = sp.Symbol("snr", positive=True)
-    s = [sp.nsimplify(float(v), rational=True) for v in variances]
+    s = [sp.nsimplify(float(v), rational=True) for v in as_float_array(variances, "variances", ndim=1)]
     return sp.diag(*[2 * si**2 * snr / (1 + si * snr) for si in s]), snr
 
 
@@ -505,7 +507,8 @@ def random_feature_matrices(model, lam, *, q: int = 32, n_mc: int = 4096, freqs:
     lam = _grid(lam)
     gen = as_generator(rng)
     D = int(model.dim)
-    q = int(q)
+    q, n_mc, freqs = as_int_scalar(q, "q"), as_int_scalar(n_mc, "n_mc"), as_int_scalar(freqs, "freqs")
+    scale = as_float_scalar(scale, "scale")
     Wx = gen.standard_normal((D, q)) * scale / np.sqrt(D)
     Wl = gen.standard_normal((2 * int(freqs), q)) * scale
     b = gen.standard_normal(q) * 0.5
@@ -575,11 +578,11 @@ def bspline_basis(lam, J: int, lam_min: float, lam_max: float):
     """
     from scipy.interpolate import BSpline
 
-    J = int(J)
+    J = as_int_scalar(J, "J")
     if J < 1:
         raise ValueError(f"J must be >= 1; got {J}")
     lo, hi = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
-    lam = np.clip(np.atleast_1d(np.asarray(lam, dtype=np.float64)), lo, hi)
+    lam = np.clip(np.atleast_1d(as_float_array(lam, "lam")), lo, hi)
     if J == 1:
         return np.ones((lam.size, 1))
     k = min(3, J - 1)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, check_finite, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, check_finite, check_interval
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.information.budget import BudgetCheck, budget_check, budget_check_from_samples, budget_check_on_grid
 from noisealloc.theory.information.i_mmse import IMMSECheck, i_mmse_check
@@ -203,6 +203,13 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
     """
     check_data_model(model)
     lam = _grid(lam)
+    budget_rtol = as_float_scalar(budget_rtol, "budget_rtol")
+    if quadrature_interval is not None:
+        if np.ndim(quadrature_interval) != 1 or np.size(quadrature_interval) != 2:
+            raise ValueError(f"quadrature_interval must be a pair (lo, hi); got {quadrature_interval!r}")
+        quadrature_interval = check_interval(*quadrature_interval, "quadrature_interval")
+    if i_mmse_levels is not None:
+        i_mmse_levels = as_float_array(i_mmse_levels, "i_mmse_levels")
     if model.monte_carlo:
         smp = model.information_samples(lam, **monte_carlo_options(model, n_samples=n_samples, rng=rng),
                                         **dict(engine_options or {}))
@@ -234,7 +241,7 @@ def information_profile(model, lam, *, n_samples=None, rng=None, budget: bool = 
                 chk = budget_check(model, lo, hi, rtol=budget_rtol, n_panels=BUDGET_PANELS)
     immse = None
     if i_mmse_levels is not None and not model.monte_carlo:
-        immse = i_mmse_check(model, np.asarray(i_mmse_levels, dtype=np.float64))
+        immse = i_mmse_check(model, i_mmse_levels)
     return InformationProfile(
         lam=lam, mmse=est.mmse, entropy_rate=est.entropy_rate, conditional_entropy=cond if model.discrete else None,
         mutual_information=est.mutual_information, method=est.entropy_rate.method, discrete=bool(model.discrete),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from noisealloc.theory.errors import as_float_array, as_float_scalar
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.models.protocol import monte_carlo_options
 
@@ -45,7 +46,7 @@ def grid_quadrature_weights(lam):
     """
     from scipy.integrate import simpson
 
-    lam = np.asarray(lam, dtype=np.float64)
+    lam = as_float_array(lam, "lam")
     if lam.ndim != 1 or lam.size < 2:
         raise ValueError(f"lam must be a one-dimensional grid of at least 2 levels; got shape {lam.shape}")
     if not np.all(np.isfinite(lam)):
@@ -114,11 +115,12 @@ def gregory_weights(n: int, step: float, order: int = GREGORY_ORDER) -> np.ndarr
 
     if n < 2 * (order + 1):
         raise ValueError(f"Gregory's rule of order {order} needs at least {2 * (order + 1)} levels; got {n}")
+    step = as_float_scalar(step, "step")
     g = _gregory_coefficients(order + 1)
-    w = np.full(n, float(step))
+    w = np.full(n, step)
     w[0] = w[-1] = 0.5 * step
     for k in range(1, order + 1):
-        c = -float(step) * float(abs(g[k + 1]))
+        c = -step * float(abs(g[k + 1]))
         for j in range(k + 1):
             w[n - 1 - j] += c * (-1) ** j * comb(k, j)  # nabla^k f_{n-1}
             w[j] += c * (-1) ** j * comb(k, j)  # (-1)^k Delta^k f_0 = sum_j (-1)^j C(k, j) f_j

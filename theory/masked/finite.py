@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_count
+from noisealloc.theory.errors import as_generator, as_int_scalar, check_count
 from noisealloc.theory.masked.information import MaskedModel, entropy_nats
 from noisealloc.theory.masked.process import check_tokens, check_vocabulary
 
@@ -76,8 +76,12 @@ def check_weights(weights, K: int) -> np.ndarray:
     ValueError
         One line naming ``weights``: wrong shape, NaN/inf, negative or a sum other than 1.
     """
+    if isinstance(K, bool) or as_int_scalar(K, "K") != K:
+        raise ValueError(f"K must be an integer; got {K!r}")
     if weights is None:
         return np.full(K, 1.0 / K)
+    if np.iscomplexobj(weights):  # never cut to the real part
+        raise ValueError("weights must be real; got a complex array")
     try:
         w = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
@@ -113,6 +117,9 @@ def merge_duplicate_strings(strings: np.ndarray, weights: np.ndarray):
     counts : ndarray of int64, shape (K',)
         How many input rows each distinct string stands for.
     """
+    for name, value in (("strings", strings), ("weights", weights)):
+        if np.iscomplexobj(value):
+            raise ValueError(f"{name} must be real; got a complex array")
     keep = weights > 0
     strings, weights = strings[keep], weights[keep]
     uniq, inv, counts = np.unique(strings, axis=0, return_inverse=True, return_counts=True)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_count
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_count
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.masked.process import keep_probability, log_keep_probability, log_mask_rate, mask_rate
 from noisealloc.theory.tolerances import BUDGET_ATOL_QUAD, MASKED_ROUNDING_RTOL, MC_NSIGMA
@@ -85,7 +85,8 @@ def entropy_nats(p, axis=-1):
     Parameters
     ----------
     p : array_like
-        Non-negative weights; normalised along ``axis`` first (a zero row gives 0).
+        Non-negative weights; normalised along ``axis`` first (a zero row gives 0; a row holding a NaN
+        gives NaN, as numpy does).
     axis : int
         Axis of the distribution.
 
@@ -101,7 +102,7 @@ def entropy_nats(p, axis=-1):
     """
     from scipy.special import entr
 
-    p = np.asarray(p, dtype=np.float64)
+    p = as_float_array(p, "p")
     tot = p.sum(axis=axis, keepdims=True)
     q = p / np.where(tot > 0, tot, 1.0)
     return np.maximum(entr(q).sum(axis=axis), 0.0)
@@ -119,7 +120,7 @@ def check_levels(lam) -> np.ndarray:
     -------
     ndarray of float64, shape (m,)
     """
-    arr = np.atleast_1d(np.asarray(lam, dtype=np.float64))
+    arr = np.atleast_1d(as_float_array(lam, "lam"))
     if arr.ndim != 1 or arr.size < 1:
         raise ValueError(f"lam must be a scalar or a non-empty one-dimensional array; got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
@@ -236,14 +237,14 @@ class MaskedInformation:
         -------
         MaskedInformation
         """
-        lam = np.asarray(lam, dtype=np.float64)
-        S = np.asarray(erasure_entropy, dtype=np.float64)
+        lam = as_float_array(lam, "lam")
+        S = as_float_array(erasure_entropy, "erasure_entropy")
         a, e = keep_probability(lam), mask_rate(lam)
 
         def est(v):
             return Estimate(v, 0.0, "closed-form")
 
-        H = None if conditional_entropy is None else est(conditional_entropy)
+        H = None if conditional_entropy is None else est(as_float_array(conditional_entropy, "conditional_entropy"))
         return cls(lam, H, est(S), est(a * e * S), est(e * S))
 
 
@@ -310,7 +311,9 @@ def tail_bound(marginal_entropy_sum: float, a: float, b: float) -> float:
     -------
     float
     """
-    return float(marginal_entropy_sum) * float(np.logaddexp(0.0, a) + np.logaddexp(0.0, -b))
+    marginal_entropy_sum = as_float_scalar(marginal_entropy_sum, "marginal_entropy_sum")
+    a, b = as_float_scalar(a, "a"), as_float_scalar(b, "b")
+    return marginal_entropy_sum * float(np.logaddexp(0.0, a) + np.logaddexp(0.0, -b))
 
 
 def _grid_rules(lam: np.ndarray):
@@ -343,6 +346,8 @@ def masked_budget_check(samples: MaskedSamples, entropy: float, marginal_entropy
     -------
     MaskedBudgetCheck
     """
+    entropy, entropy_stderr = as_float_scalar(entropy, "entropy"), as_float_scalar(entropy_stderr, "entropy_stderr")
+    marginal_entropy_sum = as_float_scalar(marginal_entropy_sum, "marginal_entropy_sum")
     lam = np.asarray(samples.lam, dtype=np.float64)
     if lam.size < 3:
         raise ValueError(f"lam must have at least 3 levels for the budget check; got {lam.size}")

@@ -73,6 +73,8 @@ def all_strings(V: int, L: int) -> np.ndarray:
 
 
 def _check_stochastic(p, name: str, ndim: int) -> np.ndarray:
+    if np.iscomplexobj(p):  # never cut to the real part
+        raise ValueError(f"{name} must be real; got a complex array")
     try:
         arr = np.asarray(p, dtype=np.float64)
     except (TypeError, ValueError):

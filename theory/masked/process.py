@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from noisealloc.theory.coordinates import Coordinate, get_coordinate
-from noisealloc.theory.errors import as_generator
+from noisealloc.theory.errors import as_float_array, as_generator
 
 __all__ = [
     "MASKED_COORDINATES",
@@ -81,7 +81,7 @@ __all__ = [
 
 
 def _lam_array(lam, name: str = "lam") -> np.ndarray:
-    arr = np.asarray(lam, dtype=np.float64)
+    arr = as_float_array(lam, name)
     if np.any(np.isnan(arr)):
         raise ValueError(f"{name} must not be NaN")
     return arr
@@ -193,7 +193,7 @@ def lam_from_mask_rate(eps):
     >>> lam_from_mask_rate([0.5, 0.0, 1.0]).tolist()
     [0.0, inf, -inf]
     """
-    e = np.asarray(eps, dtype=np.float64)
+    e = as_float_array(eps, "eps")
     bad = ~((e >= 0.0) & (e <= 1.0))
     if np.any(bad):
         first = float(e.ravel()[np.flatnonzero(bad.ravel())[0]])
@@ -449,7 +449,7 @@ def transport_pdf_from_lam(pdf_lam, u, coordinate):
         :math:`p_u(u)`, the shape of ``u``.
     """
     c = get_masked_coordinate(coordinate)
-    u = np.asarray(u, dtype=np.float64)
+    u = as_float_array(u, "u")
     return pdf_lam(c.to_lam(u)) * np.abs(c.dlam_du(u))
 
 
@@ -536,7 +536,7 @@ def masks_from_uniforms(u, lam):
     ndarray of bool, the shape of ``u``
         True where the token is masked.
     """
-    u = np.asarray(u, dtype=np.float64)
+    u = as_float_array(u, "u")
     eps = mask_rate(lam)
     return u < np.asarray(eps)[..., None]
 

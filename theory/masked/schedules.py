@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, check_finite, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, check_finite, check_interval
 from noisealloc.theory.masked.process import get_masked_coordinate, keep_probability, mask_rate
 
 __all__ = [
@@ -137,6 +137,7 @@ def masked_schedule_from_model(model, lam, *, rule: str = "sqrt-entropy", coordi
     EntropicScheduleResult
         With the model's :math:`h`, its standard error and method (``monte-carlo``).
     """
+    as_float_scalar(floor, "floor")  # before the Monte-Carlo work (its range is checked with the schedule)
     opts = {} if n_samples is None else {"n_samples": n_samples}
     info = model.information(lam, rng=rng, **opts)
     est = info.entropy_rate
@@ -211,7 +212,7 @@ def _uniform_in(coord_name: str, lam_min, lam_max, coordinate, name):
     from noisealloc.theory.schedules.base import TransportedSchedule, TruncatedSchedule
     from noisealloc.theory.schedules.laws import Uniform
 
-    lo_l, hi_l = check_interval(lam_min, lam_max, "lam interval")
+    lo_l, hi_l = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
     c = get_masked_coordinate(coord_name)
     ends = np.sort(c.from_lam(np.array([lo_l, hi_l])))
     lo, hi = float(ends[0]), float(ends[1])
@@ -340,7 +341,7 @@ def mask_rates(lam) -> np.ndarray:
     ndarray of float64
         :math:`\varepsilon \in [0, 1]`.
     """
-    return mask_rate(np.asarray(lam, dtype=np.float64))
+    return mask_rate(as_float_array(lam, "lam"))
 
 
 def sample_mask_rates(schedule, n: int, *, rng=None) -> np.ndarray:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_count
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, as_int_scalar, check_count
 from noisealloc.theory.estimates import Estimate
 from noisealloc.theory.masked.finite import FiniteLaw
 from noisealloc.theory.masked.information import MaskedModel, entropy_nats
@@ -135,7 +135,7 @@ def loo_log_likelihood(delta, hist, counts, V: int) -> np.ndarray:
     Parameters
     ----------
     delta : array_like
-        Smoothing values in :math:`(0, 1)`.
+        Smoothing values in :math:`(0, 1)`; element-wise, a NaN entry gives NaN, as numpy does.
     hist, counts : ndarray
         From :func:`distance_histograms`.
     V : int
@@ -148,7 +148,9 @@ def loo_log_likelihood(delta, hist, counts, V: int) -> np.ndarray:
     """
     from scipy.special import logsumexp
 
-    delta = np.asarray(delta, dtype=np.float64)
+    delta = as_float_array(delta, "delta")
+    hist, counts = as_float_array(hist, "hist", ndim=2), as_float_array(counts, "counts", ndim=1)
+    as_int_scalar(V, "V")  # a named error for an array or an object; V itself is used as given
     L = hist.shape[1] - 1
     K = float(counts.sum())
     d = np.arange(L + 1)
@@ -182,6 +184,7 @@ def fit_delta(strings, V: int, *, grid: int = DELTA_GRID) -> DeltaFit:
     x = check_tokens(strings, V, "strings")
     if x.shape[0] < 2:
         raise ValueError(f"strings must have at least 2 rows to choose delta by leave-one-out; got {x.shape[0]}")
+    grid = check_count(grid, "grid")
     hist, counts = distance_histograms(x, V)
     hi = (V - 1) / V
     g = 1.0 / (1.0 + np.exp(-np.linspace(math.log(DELTA_MIN / (1 - DELTA_MIN)), math.log(hi / (1 - hi)), grid)))
@@ -246,7 +249,7 @@ class SmoothedLaw(MaskedModel):
             delta = self.fit.delta
         else:
             self.fit = None
-            delta = float(delta)
+            delta = as_float_scalar(delta, "delta")
             if not (DELTA_MIN <= delta <= (V - 1) / V):
                 raise ValueError(f"delta must lie in [{DELTA_MIN}, (V-1)/V = {(V - 1) / V:.6g}]; got {delta!r}")
         self.delta = delta

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, as_int_scalar, check_choice
 
 __all__ = [
     "MNIST_ENV_VAR",
@@ -370,15 +370,16 @@ def dirac_atoms(K: int, D: int, sep: float, seed: int = 0, layout: str = "random
     atoms : ndarray, shape (K, D)
     weights : ndarray, shape (K,)
     """
-    if int(K) < 1:
-        raise ValueError(f"K must be an integer >= 1; got {K}")
-    if int(D) < 1:
-        raise ValueError(f"D must be an integer >= 1; got {D}")
+    for name, value in (("K", K), ("D", D)):
+        if isinstance(value, bool) or as_int_scalar(value, name) != value or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value}")
+    K, D = int(K), int(D)
+    sep = as_float_scalar(sep, "sep")
     if not (np.isfinite(sep) and sep > 0):
         raise ValueError(f"sep must be a finite number > 0; got {sep}")
     check_choice(layout, "layout", ("random", "line"))
     check_choice(weights, "weights", ("uniform", "dirichlet"))
-    rng = as_generator(int(seed))
+    rng = as_generator(as_int_scalar(seed, "seed"))
     if layout == "random":
         atoms = sep * rng.standard_normal((K, D))
     else:
@@ -411,13 +412,15 @@ def gaussian_parameters(D: int, k: int, var: float = 1.0, seed: int = 0):
     basis : ndarray, shape (D, k)
     variances : ndarray, shape (k,)
     """
-    if not 1 <= int(D):
+    if isinstance(D, bool) or as_int_scalar(D, "D") != D or not 1 <= D:
         raise ValueError(f"D must be an integer >= 1; got {D}")
-    if not 0 <= int(k) <= int(D):
+    if isinstance(k, bool) or as_int_scalar(k, "k") != k or not 0 <= k <= D:
         raise ValueError(f"k must be an integer with 0 <= k <= D = {D}; got {k}")
+    D, k = int(D), int(k)
+    var = as_float_scalar(var, "var")
     if not (np.isfinite(var) and var > 0):
         raise ValueError(f"var must be a finite number > 0; got {var}")
-    rng = as_generator(int(seed))
+    rng = as_generator(as_int_scalar(seed, "seed"))
     q, _ = np.linalg.qr(rng.standard_normal((D, k)))
     return np.zeros(D), q, np.full(k, float(var))
 

@@ -118,7 +118,8 @@ from functools import cached_property
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_choice, check_finite, check_weight_vector
+from noisealloc.theory.errors import (as_float_array, as_float_scalar, as_generator, check_choice, check_finite,
+                                      check_weight_vector)
 from noisealloc.theory.models.observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _as_lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
@@ -177,6 +178,8 @@ def merge_duplicate_atoms(atoms, weights, row_hash=None):
     >>> a.ravel().tolist(), w.tolist(), n
     ([1.0, 0.0], [0.5, 0.5], 1)
     """
+    refuse_complex(atoms, "atoms")
+    refuse_complex(weights, "weights")
     k = atoms.shape[0]
     if k < 2:
         return atoms, weights, 0
@@ -492,10 +495,11 @@ class DiracMixture:
         """
         check_choice(method, "method", _METHODS)
         lam = _as_lam(lam)
+        rtol = as_float_scalar(rtol, "rtol")
         if method == "auto":
             method = self.choose_method()
             if method == "monte-carlo" and self._gauss_hermite_3d:
-                return self._information_gh_mc(lam, rtol=float(rtol), n_samples=n_samples, rng=rng,
+                return self._information_gh_mc(lam, rtol=rtol, n_samples=n_samples, rng=rng,
                                                block_size=block_size, float32_distances=float32_distances,
                                                progress=progress, stratify=stratify, importance=importance)
         low, high = self._limit_levels(lam)
@@ -513,7 +517,7 @@ class DiracMixture:
                     f"resolves when r = 3 and K <= {GH_MAX_ATOMS_3D}, Monte Carlo at the others)"
                 )
             label = "quadrature" if r == self.dim else "projected-quadrature"
-            mmse, ent = self._quadrature(lam, rtol=float(rtol), label=label)
+            mmse, ent = self._quadrature(lam, rtol=rtol, label=label)
         else:
             flat = lam.reshape(-1)
             smp = self.information_samples(flat, n_samples=n_samples, rng=rng, block_size=block_size,
@@ -709,7 +713,7 @@ class DiracMixture:
         from noisealloc.theory.posterior.engine import InformationSamples, information_samples
 
         n = _DEFAULT_SAMPLES if n_samples is None else _check_n(n_samples, "n_samples")
-        flat = np.asarray(lam, dtype=np.float64).reshape(-1)
+        flat = _as_lam(lam).reshape(-1)
         # The plain engine runs its GEMMs on its own worker threads; a threaded BLAS call just before
         # (the limits' GEMVs) would leave BLAS threads polling on the cores they need (theory._threads).
         with contextlib.nullcontext() if importance or kernel_threads() == 1 else single_blas_thread():

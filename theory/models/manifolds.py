@@ -48,7 +48,7 @@ import math
 import numpy as np
 from scipy.special import ive
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_generator, check_finite
 from noisealloc.theory.models.observation import sample_observation
 from noisealloc.theory.errors import check_count as _check_n, as_lam as _lam, points_and_levels
 from noisealloc.theory.estimates import Estimate, InformationEstimates
@@ -97,7 +97,7 @@ def log_ive0(kappa):
     Parameters
     ----------
     kappa : array_like
-        :math:`\kappa \ge 0`.
+        :math:`\kappa \ge 0`; element-wise, a NaN entry gives NaN as numpy does.
 
     Returns
     -------
@@ -109,7 +109,7 @@ def log_ive0(kappa):
     >>> round(float(log_ive0(0.0)), 12), bool(log_ive0(1e12) < 0)
     (0.0, True)
     """
-    kappa = np.asarray(kappa, dtype=np.float64)
+    kappa = as_float_array(kappa, "kappa")
     out = np.empty_like(kappa)
     small = kappa < _ASYMP_KAPPA
     out[small] = np.log(ive(0, kappa[small]))
@@ -126,14 +126,14 @@ def bessel_ratio(kappa):
     Parameters
     ----------
     kappa : array_like
-        :math:`\kappa \ge 0`.
+        :math:`\kappa \ge 0`; element-wise, a NaN entry gives NaN as numpy does.
 
     Returns
     -------
     ndarray
         Of the shape of ``kappa``, in ``[0, 1)``.
     """
-    kappa = np.asarray(kappa, dtype=np.float64)
+    kappa = as_float_array(kappa, "kappa")
     return 1.0 - _one_minus_a(kappa)
 
 
@@ -154,7 +154,7 @@ def one_minus_bessel_ratio_sq(kappa):
     Parameters
     ----------
     kappa : array_like
-        :math:`\kappa \ge 0`.
+        :math:`\kappa \ge 0`; element-wise, a NaN entry gives NaN as numpy does.
 
     Returns
     -------
@@ -162,7 +162,7 @@ def one_minus_bessel_ratio_sq(kappa):
         Of the shape of ``kappa`` (:math:`\sim 1/\kappa` for large :math:`\kappa`).
     """
     # 1 - a^2 = (1 - a)(2 - (1 - a)): the large-kappa series of 1 - a keeps the relative accuracy.
-    oma = _one_minus_a(np.asarray(kappa, dtype=np.float64))
+    oma = _one_minus_a(as_float_array(kappa, "kappa"))
     return oma * (2.0 - oma)
 
 
@@ -172,14 +172,14 @@ def log_i0_minus_quadratic(kappa):
     Parameters
     ----------
     kappa : array_like
-        :math:`\kappa \ge 0`.
+        :math:`\kappa \ge 0`; element-wise, a NaN entry gives NaN as numpy does.
 
     Returns
     -------
     ndarray
         Of the shape of ``kappa`` (:math:`\approx -\kappa^4/64` for small :math:`\kappa`).
     """
-    kappa = np.asarray(kappa, dtype=np.float64)
+    kappa = as_float_array(kappa, "kappa")
     out = np.empty_like(kappa)
     small = kappa < 1.0
     u = 0.25 * kappa[small] ** 2
@@ -233,10 +233,7 @@ class Circle:
     monte_carlo = False
 
     def __init__(self, radius=1.0, dim=2, center=None, frame=None):
-        try:
-            r = float(radius)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"radius must be a real number; got {radius!r}") from exc
+        r = as_float_scalar(radius, "radius")
         if not (math.isfinite(r) and r > 0):
             raise ValueError(f"radius must be finite and > 0; got {radius!r}")
         if not CIRCLE_RADIUS_RANGE[0] <= r <= CIRCLE_RADIUS_RANGE[1]:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, logsumexp
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_count, check_finite
+from noisealloc.theory.errors import as_float_array, as_generator, as_int_scalar, check_count, check_finite
 
 __all__ = [
     "ID_NEIGHBORS",
@@ -185,7 +185,7 @@ def levina_bickel_dimension(x, k: int = ID_NEIGHBORS, *, dist=None) -> Intrinsic
         raise ValueError(f"k must be >= 2 (the estimate compares the k-th with closer neighbours); got {k}")
     if dist is None:
         dist, _ = nearest_neighbors(x, k)
-    t = np.asarray(dist, dtype=np.float64)[:, :k]
+    t = as_float_array(dist, "dist", ndim=2)[:, :k]
     ok = t[:, 0] > 0
     if not np.any(ok):
         raise ValueError("every point has a duplicate among its neighbours; the dimension is undefined")
@@ -235,9 +235,9 @@ class SmoothedEmpiricalLaw:
     monte_carlo = True
 
     def __init__(self, points, bases, variances, dimension: IntrinsicDimension, n_neighbors: int):
-        self.points = np.asarray(points, dtype=np.float64)
-        self.bases = np.asarray(bases, dtype=np.float64)
-        self.variances = np.asarray(variances, dtype=np.float64)
+        self.points = as_float_array(points, "points", ndim=2)
+        self.bases = as_float_array(bases, "bases", ndim=3)
+        self.variances = as_float_array(variances, "variances", ndim=2)
         n, d_amb = self.points.shape
         if self.bases.shape[:2] != (n, d_amb) or self.variances.shape != (n, self.bases.shape[2]):
             raise ValueError(f"bases must have shape (n, D, d) and variances (n, d) for points {self.points.shape}; "
@@ -245,7 +245,7 @@ class SmoothedEmpiricalLaw:
         self.dim = d_amb
         self.rank = self.bases.shape[2]
         self.intrinsic_dimension = dimension
-        self.n_neighbors = int(n_neighbors)
+        self.n_neighbors = as_int_scalar(n_neighbors, "n_neighbors")
         self._mixture = None
 
     def __repr__(self) -> str:

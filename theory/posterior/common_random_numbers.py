@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noisealloc.theory.errors import as_generator, check_weight_vector
+from noisealloc.theory.errors import as_float_array, as_generator, check_weight_vector
 
 __all__ = ['CommonRandomNumbers', 'draw_common_random_numbers', 'stratified_mean_stderr']
 
@@ -141,7 +141,7 @@ def stratified_mean_stderr(values, stratum) -> tuple[np.ndarray, np.ndarray]:
     >>> float(m), round(float(se), 12)
     (3.0, 1.11803398875)
     """
-    v = np.asarray(values, dtype=np.float64)
+    v = as_float_array(values, "values")
     stratum = np.asarray(stratum)
     n = v.shape[-1]
     mean = v.mean(axis=-1)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import as_float_array, as_generator, check_finite, check_weight_vector
+from noisealloc.theory.errors import as_float_array, as_generator, as_int_scalar, check_finite, check_weight_vector
 from noisealloc.theory.estimates import Estimate, InformationEstimates
 from noisealloc.theory.posterior.asymptotics import live_coordinates, refuse_complex
 from noisealloc.theory._threads import ChunkCounter, kernel_threads, run_stage_workers, single_blas_thread
@@ -115,6 +115,8 @@ def validate_weights(weights, n_atoms: int) -> np.ndarray:
     -------
     ndarray, shape (K,), float64
     """
+    if isinstance(n_atoms, bool) or as_int_scalar(n_atoms, "n_atoms") != n_atoms:
+        raise ValueError(f"n_atoms must be an integer; got {n_atoms!r}")
     return check_weight_vector(weights, n_atoms)
 
 

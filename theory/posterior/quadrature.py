@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noisealloc.theory.errors import ConvergenceWarning
+from noisealloc.theory.errors import ConvergenceWarning, as_float_array, as_float_scalar, check_finite
 
 __all__ = [
     "GK21_NODES",
@@ -152,10 +152,11 @@ def graded_breakpoints(cuts, lo, hi, scale, *, first=8.0, ratio=16.0, max_terms=
     >>> a.round(4).tolist(), b.round(4).tolist(), pid.tolist()
     ([-1.0, -0.08, 0.0, 0.08], [-0.08, 0.0, 0.08, 1.0], [0, 0, 0, 0])
     """
-    cuts = np.atleast_2d(np.asarray(cuts, dtype=np.float64))
-    lo = np.asarray(lo, dtype=np.float64).reshape(-1)
-    hi = np.asarray(hi, dtype=np.float64).reshape(-1)
-    scale = np.asarray(scale, dtype=np.float64).reshape(-1)
+    cuts = np.atleast_2d(as_float_array(cuts, "cuts"))
+    lo = as_float_array(lo, "lo").reshape(-1)
+    hi = as_float_array(hi, "hi").reshape(-1)
+    scale = as_float_array(scale, "scale").reshape(-1)
+    first, ratio = as_float_scalar(first, "first"), as_float_scalar(ratio, "ratio")
     n_prob = lo.shape[0]
     if cuts.shape[0] != n_prob:
         cuts = np.broadcast_to(cuts, (n_prob, cuts.shape[1]))
@@ -202,7 +203,7 @@ def _eval(f, a, b, pid):
     half = 0.5 * (b - a)
     mid = 0.5 * (b + a)
     x = mid[:, None] + half[:, None] * GK21_NODES[None, :]
-    vals = np.asarray(f(x.ravel(), np.repeat(pid, 21)), dtype=np.float64)
+    vals = as_float_array(f(x.ravel(), np.repeat(pid, 21)), "the values of f")  # complex refused, not cut
     vals = vals.reshape(vals.shape[0], a.shape[0], 21)
     k = half * (vals @ GK21_WEIGHTS)
     g = half * (vals @ G10_WEIGHTS)
@@ -286,8 +287,6 @@ def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, ato
     (1.0, True)
     """
     # checked at the boundary (issue 28): a=[] raised an IndexError, complex ends were cut to their real part
-    from noisealloc.theory.errors import as_float_array, check_finite
-
     a = check_finite(as_float_array(a, "a", ndim=1), "a")
     b = check_finite(as_float_array(b, "b", ndim=1), "b")
     pid_arr = np.asarray(pid)
@@ -298,6 +297,7 @@ def adaptive_gauss_kronrod(f, a, b, pid, n_problems, *, n_out=1, rtol=1e-11, ato
         raise ValueError(f"pid must hold integers; got dtype {pid_arr.dtype}")
     if isinstance(n_problems, bool) or not isinstance(n_problems, (int, np.integer)) or n_problems < 1:
         raise ValueError(f"n_problems must be an integer >= 1; got {n_problems!r}")
+    rtol, atol = as_float_scalar(rtol, "rtol"), as_float_scalar(atol, "atol")
     if pid_arr.min() < 0 or pid_arr.max() >= n_problems:
         raise ValueError(f"pid must lie in [0, n_problems - 1] = [0, {n_problems - 1}]; got [{pid_arr.min()}, "
                          f"{pid_arr.max()}]")

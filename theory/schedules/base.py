@@ -77,6 +77,7 @@ from noisealloc.theory.errors import (
     as_float_array,
     as_generator,
     check_choice,
+    check_count,
     check_finite,
     check_interval,
     check_positive,
@@ -85,6 +86,13 @@ from noisealloc.theory.schedules.laws import Distribution, SPACINGS, _LOG_HALF, 
 
 __all__ = ['Schedule', 'TruncatedSchedule', 'TransportedSchedule', 'TabulatedSchedule']
 
+
+
+def _pair(value, name: str) -> tuple:
+    """``(lo, hi)`` from a pair, or a ``ValueError`` naming ``name``."""
+    if np.ndim(value) != 1 or np.size(value) != 2:
+        raise ValueError(f"{name} must be a pair (lo, hi); got {value!r}")
+    return tuple(value)
 
 
 def _saturation_lam(coordinate) -> float:
@@ -459,6 +467,7 @@ class Schedule(abc.ABC):
         >>> [round(v, 4) for v in edm_lognormal().lam_moments()]   # truncation at +-12 barely moves N(2.4, 2.4^2)
         [2.3997, 2.3994]
         """
+        n_cells, order = check_count(n_cells, "n_cells"), check_count(order, "order")
         s = self.to("lambda")
         edges = np.unique(np.asarray(s.ppf(np.linspace(0.0, 1.0, n_cells + 1)), dtype=np.float64))
         x, w = np.polynomial.legendre.leggauss(order)
@@ -599,7 +608,10 @@ class TransportedSchedule(Schedule):
         self._increasing = base.coordinate.increasing == c.increasing
         # The interval's image; when the caller knows the exact lambda end points
         # (built-ins), one map from lambda is more accurate than two through the base.
-        lam_ends = base.coordinate.to_lam(np.array(base.interval)) if lam_interval is None else np.array(lam_interval)
+        if lam_interval is None:
+            lam_ends = base.coordinate.to_lam(np.array(base.interval))
+        else:
+            lam_ends = np.array(check_interval(*_pair(lam_interval, "lam_interval"), "lam_interval"))
         ends = np.sort(c.from_lam(lam_ends))
         self._init_common(c, (float(ends[0]), float(ends[1])), base.name)
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from noisealloc.theory.coordinates import get_coordinate
 from noisealloc.theory.errors import (
+    as_float_scalar,
     check_finite,
     check_interval,
     check_positive,
@@ -108,8 +109,8 @@ def edm_lognormal_moments(P_mean: float = -1.2, P_std: float = 1.2) -> tuple[flo
     >>> edm_lognormal_moments()
     (2.4, 2.4)
     """
-    P_mean = float(check_finite(np.float64(P_mean), "P_mean"))
-    P_std = float(check_positive(np.float64(P_std), "P_std"))
+    P_mean = float(check_finite(as_float_scalar(P_mean, "P_mean"), "P_mean"))
+    P_std = float(check_positive(as_float_scalar(P_std, "P_std"), "P_std"))
     return -2.0 * P_mean, 2.0 * P_std
 
 
@@ -265,8 +266,8 @@ def logit_normal_sd3(m: float = 0.0, s: float = 1.0, *, lam_min: float = DEFAULT
     >>> round(float(t.pdf(0.5)), 6)      # phi(0) / (0.25 * mass)
     1.595769
     """
-    m = float(check_finite(np.float64(m), "m"))
-    s = float(check_positive(np.float64(s), "s"))
+    m = float(check_finite(as_float_scalar(m, "m"), "m"))
+    s = float(check_positive(as_float_scalar(s, "s"), "s"))
     return _in_coordinate("lambda", Normal(-2.0 * m, 2.0 * s), lam_min, lam_max, coordinate, "logit_normal_sd3")
 
 

@@ -230,6 +230,9 @@ def shifted_heuristic(name: str, s: float, lam_min: float, lam_max: float, *, si
 
 
 def _positive(value, name: str) -> float:
+    if np.iscomplexobj(value):  # float() of a numpy complex drops the imaginary part with only a warning
+        raise ValueError(f"{name} must be real; got a complex {'number' if np.ndim(value) == 0 else 'array'} "
+                         f"{value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):

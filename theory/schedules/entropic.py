@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from noisealloc.theory.coordinates import get_coordinate
-from noisealloc.theory.errors import as_float_array, check_choice, check_finite
+from noisealloc.theory.errors import as_float_array, as_float_scalar, check_choice, check_finite
 
 from noisealloc.theory.errors import check_count
 from noisealloc.theory.models.smoothed import SMOOTHED_LEVELS, SMOOTHED_SAMPLES, SmoothedEmpiricalLaw, smoothed_empirical_law
@@ -128,7 +128,7 @@ def entropic_pdf_values(lam, h, *, rule: str = "sqrt-entropy", coordinate: str =
     """
     lam, h = _check_profile(lam, h)
     check_choice(rule, "rule", RULES)
-    floor = float(floor)
+    floor = as_float_scalar(floor, "floor")
     if not (0.0 <= floor < 1.0):
         raise ValueError(f"floor must lie in [0, 1); got {floor!r}")
     if not np.any(h > 0):
@@ -350,10 +350,10 @@ class EntropicScheduleResult:
 def _check_options(rule, coordinate, floor, h_floor) -> tuple[str, float, float]:
     check_choice(rule, "rule", RULES)
     name = get_coordinate(coordinate).name
-    floor = float(floor)
+    floor = as_float_scalar(floor, "floor")
     if not (0.0 <= floor < 1.0):
         raise ValueError(f"floor must lie in [0, 1); got {floor!r}")
-    h_floor = float(h_floor)
+    h_floor = as_float_scalar(h_floor, "h_floor")
     if not (np.isfinite(h_floor) and h_floor >= 0.0):
         raise ValueError(f"h_floor must be a finite number >= 0; got {h_floor!r}")
     return name, floor, h_floor
@@ -579,6 +579,9 @@ def population_schedule(x, lam, *, rule: str = "sqrt-entropy", coordinate: str =
     n_samples = check_count(n_samples, "n_samples")
     if n_levels < 2:
         raise ValueError(f"n_levels must be >= 2; got {n_levels}")
+    _check_options(rule, coordinate, floor, 0.0)  # before the Monte-Carlo work
+    if law is not None and np.iscomplexobj(x):  # x is not read when its law is given, but never silently cut
+        raise ValueError("x must be real; got a complex array")
     pop = smoothed_empirical_law(x) if law is None else law
     n_lev = min(n_levels, lam.size)
     coarse = np.linspace(lam[0], lam[-1], n_lev)

@@ -193,6 +193,9 @@ def schedule_from_dict(d: dict) -> TabulatedSchedule:
     if missing:
         raise ValueError(f"schedule entry lacks the keys {missing}")
     tab = TabulatedSchedule(d["knots"], d["pdf"], coordinate=d["coordinate"], name=str(d["name"]))
+    for key in ("cdf", "interval"):  # a Python dict may hold complex arrays: never cut to the real part
+        if np.iscomplexobj(d[key]):
+            raise ValueError(f"{key} of schedule {d['name']!r} must be real; got a complex array")
     stored_cdf = np.asarray(d["cdf"], dtype=np.float64)
     if stored_cdf.shape != tab.cdf_values.shape or not np.allclose(
         stored_cdf, tab.cdf_values, rtol=tolerances.EXPORT_ROUNDTRIP_RTOL, atol=tolerances.EXPORT_ROUNDTRIP_RTOL
@@ -478,6 +481,15 @@ def sample_from_table(table, n: int, rng=None, *, u_clamp: float = tolerances.U_
     x, f, C = check_table(table["knots"], table["pdf"], table["cdf"], "table")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be a non-negative integer; got {n!r}")
+    # numpy only (no toolkit helper): complex, arrays and NaN are refused by name, never cut or broadcast
+    if np.iscomplexobj(u_clamp) or np.ndim(u_clamp) != 0:
+        raise ValueError(f"u_clamp must be a real number; got {u_clamp!r}")
+    try:
+        u_clamp = float(u_clamp)
+    except (TypeError, ValueError):
+        raise TypeError(f"u_clamp must be a real number; got {u_clamp!r}") from None
+    if not 0.0 <= u_clamp < 0.5:  # NaN too
+        raise ValueError(f"u_clamp must lie in [0, 0.5); got {u_clamp!r}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     return draw_piecewise_linear(x, f, C, np.clip(rng.random(int(n)), u_clamp, 1.0 - u_clamp))
 

@@ -13,6 +13,7 @@ from scipy import special
 from noisealloc.theory import tolerances
 from noisealloc.theory.errors import (
     as_float_array,
+    as_float_scalar,
     as_generator,
     check_finite,
     check_interval,
@@ -37,6 +38,8 @@ def _log(x):
 
 
 def _check_n(n, name: str = "n") -> int:
+    if np.iscomplexobj(n):  # complex input is a ValueError everywhere in the toolkit
+        raise ValueError(f"{name} must be a real integer; got {n!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise TypeError(f"{name} must be an integer; got {n!r}")
     if n < 0:
@@ -97,23 +100,23 @@ class Distribution(abc.ABC):
         """Standard deviation of the untruncated law."""
 
     def pdf(self, u):
-        r"""Density :math:`p(u) = e^{\log p(u)}`, the shape of ``u``."""
+        r"""Density :math:`p(u) = e^{\log p(u)}`, the shape of ``u`` (element-wise: NaN gives NaN, as numpy does)."""
         return np.exp(self.logpdf(as_float_array(u, "u")))
 
     def cdf(self, u):
-        r""":math:`F(u) = P(U \le u)`, the shape of ``u``."""
+        r""":math:`F(u) = P(U \le u)`, the shape of ``u`` (element-wise: NaN gives NaN, as numpy does)."""
         return np.exp(self.logcdf(as_float_array(u, "u")))
 
     def sf(self, u):
-        r""":math:`S(u) = P(U > u)`, accurate in the upper tail."""
+        r""":math:`S(u) = P(U > u)`, accurate in the upper tail (element-wise: NaN gives NaN, as numpy does)."""
         return np.exp(self.logsf(as_float_array(u, "u")))
 
     def ppf(self, q):
-        r"""Quantile :math:`F^{-1}(q)` for ``q`` in ``[0, 1]``."""
+        r"""Quantile :math:`F^{-1}(q)` for ``q`` in ``[0, 1]`` (element-wise: NaN gives NaN, as numpy does)."""
         return self.ppf_log(_log(as_float_array(q, "q")))
 
     def isf(self, q):
-        r"""Inverse survival function :math:`S^{-1}(q)`, accurate for small ``q``."""
+        r"""Inverse survival function :math:`S^{-1}(q)`, accurate for small ``q`` (element-wise: NaN gives NaN)."""
         return self.isf_log(_log(as_float_array(q, "q")))
 
     def sample(self, n: int, *, rng=None) -> np.ndarray:
@@ -162,8 +165,8 @@ class Normal(Distribution):
     """
 
     def __init__(self, mu: float, sd: float):
-        self.mu = float(check_finite(np.float64(mu), "mu"))
-        self.sd = float(check_positive(np.float64(sd), "sd"))
+        self.mu = float(check_finite(as_float_scalar(mu, "mu"), "mu"))
+        self.sd = float(check_positive(as_float_scalar(sd, "sd"), "sd"))
 
     def __repr__(self) -> str:
         return f"Normal(mu={self.mu!r}, sd={self.sd!r})"
@@ -219,8 +222,8 @@ class Laplace(Distribution):
     """
 
     def __init__(self, mu: float, b: float):
-        self.mu = float(check_finite(np.float64(mu), "mu"))
-        self.b = float(check_positive(np.float64(b), "b"))
+        self.mu = float(check_finite(as_float_scalar(mu, "mu"), "mu"))
+        self.b = float(check_positive(as_float_scalar(b, "b"), "b"))
 
     def __repr__(self) -> str:
         return f"Laplace(mu={self.mu!r}, b={self.b!r})"

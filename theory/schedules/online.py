@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from noisealloc.theory.coordinates import Coordinate, get_coordinate
-from noisealloc.theory.errors import as_float_array, check_finite, check_interval
+from noisealloc.theory.errors import as_float_array, as_float_scalar, as_int_scalar, check_finite, check_interval
 from noisealloc.theory.information.from_losses import PARAMETERISATIONS, fit_mmse_profile, x0_loss_from
 
 __all__ = ["EntropyRateEstimator", "tv_distance_piecewise_linear"]
@@ -71,8 +71,8 @@ def tv_distance_piecewise_linear(u, p, q) -> float:
     >>> tv_distance_piecewise_linear([0.0, 1.0], [0.0, 2.0], [2.0, 0.0])  # d = -2 .. 2 crosses at 1/2
     0.5
     """
-    u = np.asarray(u, dtype=np.float64)
-    d = np.asarray(p, dtype=np.float64) - np.asarray(q, dtype=np.float64)
+    u = as_float_array(u, "u")
+    d = as_float_array(p, "p") - as_float_array(q, "q")
     a, b, w = d[:-1], d[1:], np.diff(u)
     same = a * b >= 0
     area_same = 0.5 * w * (np.abs(a) + np.abs(b))
@@ -118,16 +118,21 @@ class EntropyRateEstimator:
                  parameterisation: str = "x0", forgetting: float = 0.99, floor: float = 0.05,
                  max_change: float = 0.1, coordinate: str = "lambda", rule: str = "sqrt-entropy",
                  min_bins: int = 4, knots: int = 129, process: str = "gaussian"):
-        self.lam_min, self.lam_max = check_interval(lam_min, lam_max, "lam interval")
+        self.lam_min, self.lam_max = check_interval(lam_min, lam_max, "[lam_min, lam_max]")
+        for name, value in (("n_bins", n_bins), ("min_bins", min_bins), ("knots", knots)):
+            as_int_scalar(value, name)  # named errors; the checks below keep int()'s conversion
         if int(n_bins) < 3:
             raise ValueError(f"n_bins must be >= 3; got {n_bins!r}")
         if parameterisation not in PARAMETERISATIONS:
             raise ValueError(f"parameterisation must be one of {PARAMETERISATIONS}; got {parameterisation!r}")
-        if not (0.0 < float(forgetting) <= 1.0):
+        forgetting = as_float_scalar(forgetting, "forgetting")
+        floor = as_float_scalar(floor, "floor")
+        max_change = as_float_scalar(max_change, "max_change")
+        if not (0.0 < forgetting <= 1.0):
             raise ValueError(f"forgetting must lie in (0, 1]; got {forgetting!r}")
-        if not (0.0 <= float(floor) < 1.0):
+        if not (0.0 <= floor < 1.0):
             raise ValueError(f"floor must lie in [0, 1); got {floor!r}")
-        if not (0.0 < float(max_change) <= 1.0):
+        if not (0.0 < max_change <= 1.0):
             raise ValueError(f"max_change must lie in (0, 1] (a total-variation distance); got {max_change!r}")
         if not (3 <= int(min_bins) <= int(n_bins)):
             raise ValueError(f"min_bins must lie in [3, n_bins]; got {min_bins!r}")

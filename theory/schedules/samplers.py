@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from noisealloc.theory.errors import as_float_array
 from noisealloc.theory.schedules._inverse_cdf import check_table, draw_piecewise_linear
 
 from noisealloc.theory._optional import require
@@ -265,13 +266,16 @@ class JaxSampler:
         return x[i] + jnp.clip(step, 0.0, w)
 
 
-def to_numpy(x) -> np.ndarray:
+def to_numpy(x, name: str = "x") -> np.ndarray:
     """A float64 numpy copy of a numpy array, a PyTorch tensor (detached, moved to CPU) or a JAX array.
 
     Parameters
     ----------
     x : array_like or torch.Tensor or jax.Array
-        Values, any shape.
+        Real values, any shape (complex values are refused, not cut to their real part; NaN is kept, as
+        numpy does).
+    name : str, default 'x'
+        Name of the argument, quoted in error messages.
 
     Returns
     -------
@@ -285,7 +289,7 @@ def to_numpy(x) -> np.ndarray:
     """
     if hasattr(x, "detach"):  # torch.Tensor: leave the graph and the device first
         x = x.detach().cpu().numpy()
-    return np.asarray(x, dtype=np.float64).ravel()
+    return as_float_array(x, name).ravel()
 
 
 def feed_estimator(estimator, lam, loss) -> None:
@@ -313,7 +317,7 @@ def feed_estimator(estimator, lam, loss) -> None:
     ----------
     docs/THEORY.md §6.6 (iii) (the online estimator of the model's own held-out losses).
     """
-    lam, loss = to_numpy(lam), to_numpy(loss)
+    lam, loss = to_numpy(lam, "lam"), to_numpy(loss, "loss")
     if lam.shape != loss.shape:
         raise ValueError(f"lam and loss must hold one value per example; got {lam.size} and {loss.size} values")
     estimator.update(lam, loss)
