@@ -6,6 +6,11 @@ time-specialised, approaching independent learners).  For each ``J``, from
 Theorem 1's bound), its Wasserstein-1 distance in :math:`\\lambda` from the square-root entropic density, and
 the efficiency :math:`V(p^*)/V(p_{entropic})` (1: the entropic proxy is optimal).
 
+The Dirac mixture is swept on two :math:`\\lambda` intervals, its own :math:`[-6, 4]` and the sweep file's
+:math:`[-8, 8]`, with the same ``J`` values and criterion: the direction of its efficiency with ``J`` depends
+on the interval.  :func:`interval_note` says from the rows which conclusion holds on which interval and the
+numbers behind it; the note is stored as ``interval_note`` in the numbers and written under the title.
+
 Run alone: ``python -m noisealloc.figures.fig3_coupling --out DIR [--quick|--full]``.
 """
 
@@ -18,12 +23,12 @@ from noisealloc.figures import _common as C
 NAME = "fig3_coupling"
 # Criterion: the sandwich V (docs/THEORY.md section 4: the default, and the V of "efficiency V(p*)/V(p_ent)").
 # Its convex surrogate L is not used here: its independent-learner limit is sqrt(omega), not sqrt(h)
-# (verify.coupling), so it cannot test the claim.  Intervals: for posterior-weight features the
-# higher-order directions are informed only ~e^(k lam) at low SNR, so splines confined below
-# lam ~ -6 leave the information matrix singular for every allocation (not identifiable); the
-# Dirac interval is where h >= 1e-3 max h.  The Dirac case is also run on [-8, 8], the interval of
-# figures/sweeps/coupling_dirac.toml, because the direction of its efficiency against J depends on the
-# interval (issue 29): the two rows of the same data are compared by `interval_note`.
+# (verify.coupling), so it cannot test the claim.  Intervals: the Dirac case's own interval [-6, 4] keeps
+# the splines above lam ~ -6 because for posterior-weight features the higher-order directions are informed
+# only ~e^(k lam) at low SNR (near-singular information matrices); its upper end is not where h is small:
+# h(4) = 0.38 max h (h >= 1e-3 max h on [-6.6, 5.5]; measured 2026-12-05).  The Dirac case is also run on
+# [-8, 8], the interval of figures/sweeps/coupling_dirac.toml, because the direction of its efficiency
+# against J depends on the interval (issue 29): `interval_note` compares the two from their rows.
 DIRAC = "dirac:K=3,D=1,sep=2,seed=0"
 CASES = (
     {"data": DIRAC, "family": None, "lam_min": -6.0, "lam_max": 4.0},
@@ -166,6 +171,50 @@ def _mass_outside(lam, weights, common) -> tuple[float, float]:
     return float(w[lam < common[0] - LAM_SLACK].sum()), float(w[lam > common[1] + LAM_SLACK].sum())
 
 
+def _on_grid(lam, atoms, weights) -> np.ndarray:
+    """Atoms (grid levels, as the sweep stores them) and their weights as a probability vector on ``lam``."""
+    lam = np.asarray(lam, dtype=np.float64)
+    p = np.zeros_like(lam)
+    for a, w in zip(np.atleast_1d(np.asarray(atoms, dtype=np.float64)), np.atleast_1d(np.asarray(weights, float))):
+        p[int(np.argmin(np.abs(lam - a)))] += w
+    return p / p.sum()
+
+
+def least_covered_spline(lam, J: int, optimum, entropic) -> dict:
+    r"""The B-spline whose share of the :math:`\sqrt{h}` allocation is smallest relative to the optimum's.
+
+    The coefficients of spline ``j`` are informed only by the levels where :math:`B_j > 0`; the share
+    :math:`\sum_i p_i B_j(\lambda_i)` of an allocation says how much of it they receive (the shares sum
+    to 1: the B-splines are a partition of unity).
+
+    Parameters
+    ----------
+    lam : array_like, shape (n,)
+        The case's grid (its ends are the interval of the splines).
+    J : int
+        Number of B-splines (:func:`noisealloc.theory.information.matrices.bspline_basis`).
+    optimum, entropic : array_like, shape (n,)
+        The optimal allocation and the sqrt-entropic weights on the grid.
+
+    Returns
+    -------
+    dict
+        ``index`` (1-based), ``support`` (the grid levels where it is positive, ``[first, last]``),
+        ``optimum`` and ``entropic`` (the two shares).
+    """
+    from noisealloc.theory.information.matrices import bspline_basis
+
+    lam = np.asarray(lam, dtype=np.float64)
+    B = bspline_basis(lam, int(J), float(lam[0]), float(lam[-1]))
+    opt, ent = B.T @ np.asarray(optimum, dtype=np.float64), B.T @ np.asarray(entropic, dtype=np.float64)
+    # a spline the optimum leaves empty cannot be under-covered by sqrt(h) relative to it
+    ratio = np.where(opt > 0, ent / np.where(opt > 0, opt, 1.0), np.inf)
+    j = int(np.argmin(ratio))
+    on = lam[B[:, j] > 0]
+    return {"index": j + 1, "support": [float(on[0]), float(on[-1])], "optimum": float(opt[j]),
+            "entropic": float(ent[j])}
+
+
 def _interval_summary(case, common) -> dict:
     """The numbers of one (data, interval) case that `interval_note` compares."""
     rows = case["rows"]
@@ -189,12 +238,15 @@ def _interval_summary(case, common) -> dict:
                         "at_top": bool(a1.size and np.all(np.abs(a1 - lam[-1]) <= LAM_SLACK)),
                         "value": C.from_json_float(first["value"]),
                         "value_entropic": C.from_json_float(first["value_entropic"])}
+        out["last"] = {"J": int(last["J"]), "value_entropic": C.from_json_float(last["value_entropic"]),
+                       "least_covered_spline": least_covered_spline(
+                           lam, int(last["J"]), _on_grid(lam, last["atoms"], last["weights"]),
+                           case["entropic_weights"])}
         if (lam[0] < common[0] - LAM_SLACK) or (lam[-1] > common[1] + LAM_SLACK):
             out["outside_common"] = {
                 "J": int(last["J"]),
                 "optimum": list(_mass_outside(last["atoms"], last["weights"], common)),
-                "entropic": list(_mass_outside(lam, case["entropic_weights"], common)),
-                "value_entropic": C.from_json_float(last["value_entropic"])}
+                "entropic": list(_mass_outside(lam, case["entropic_weights"], common))}
     return out
 
 
@@ -266,9 +318,20 @@ def _comparison_text(data, family, criterion, common, summaries) -> tuple[str, l
                  for e, o, where, x in ((eb, ob, "below", common[0]), (ea, oa, "above", common[1])) if e != o]
         if sides:
             txt += ": sqrt(h) puts " + _and(sides)
-        if not np.isfinite(o["value_entropic"]):
-            txt += "; V(p_ent) is not finite there (its moment matrix is numerically singular)"
         reasons.append(txt + ".")
+    lasts = [s for s in summaries if "last" in s]
+    if lasts:
+        cov = []
+        for s in lasts:
+            L = s["last"]
+            sp = L["least_covered_spline"]
+            cov.append(f"on {interval_label(s['interval'])} (J = {L['J']}) B_{sp['index']}, on levels "
+                       f"[{sp['support'][0]:g}, {sp['support'][1]:g}], with {C.num(sp['entropic'], '.2g')} of sqrt(h) "
+                       f"against {C.num(sp['optimum'], '.2g')} of the optimum, V(p_ent) "
+                       + ("finite" if np.isfinite(L["value_entropic"])
+                          else "not finite (its moment matrix is numerically singular)"))
+        reasons.append("The B-spline whose share of the sqrt(h) allocation is smallest relative to the optimum's is "
+                       + "; ".join(cov) + ".")
     for s in summaries:
         if s["not_converged"]:
             reasons.append(f"On {interval_label(s['interval'])} the solver did not converge for J = "
@@ -298,7 +361,8 @@ def interval_note(doc: dict) -> dict:
         ``common_interval`` (the intersection of its intervals), ``intervals`` (per interval: ``interval``,
         ``J``, ``efficiency``, ``direction``, ``best``, ``not_converged``, ``value_entropic_finite``,
         ``h_ratio_at_ends``, ``first`` (the ``J = 1`` row's atoms and values) and, outside the common
-        interval, ``outside_common``), ``headline`` and ``reasons`` (sentences); and ``text``, all of them.
+        interval, ``outside_common``; ``last``: the largest ``J``'s `least_covered_spline`), ``headline`` and
+        ``reasons`` (sentences); and ``text``, all of them.
     """
     crit = (doc.get("sizes") or {}).get("criterion", "")
     groups: dict = {}
