@@ -126,6 +126,12 @@ def _fig3_ends(f3):
             yield case, rows[0], rows[-1]
 
 
+def _eff(x) -> str:
+    """An efficiency in a claim table: three decimals, or three digits where that would print a nonzero as 0.000."""
+    v = _f(x)
+    return num(x, ".2e" if np.isfinite(v) and 0 < abs(v) < 5e-4 else ".3f")
+
+
 def _fig3_label(case) -> str:
     """``'<data> on [lo, hi]'``: a figure-3 instance is a data set on one lambda interval."""
     return f"{case['data']} on {interval_label(case_interval(case))}"
@@ -156,9 +162,9 @@ def _claim_c2(f3, f4):
     for case, a, b in _fig3_ends(f3):
         ok = _c2_holds(a, b)
         flags.append(ok)
-        lines.append(f"| fig3 | {_fig3_label(case)} | J={a['J']} -> J={b['J']} | efficiency {num(a['efficiency'], '.3f')} -> "
-                     f"{num(b['efficiency'], '.3f')}; W1 {num(a['w1'], '.3f')} -> {num(b['w1'], '.3f')} | "
-                     f"efficiency {num(b['efficiency'], '.3f')} >= {TRACK_EFFICIENCY:g}; W1 {num(b['w1'], '.3f')} < "
+        lines.append(f"| fig3 | {_fig3_label(case)} | J={a['J']} -> J={b['J']} | efficiency {_eff(a['efficiency'])} -> "
+                     f"{_eff(b['efficiency'])}; W1 {num(a['w1'], '.3f')} -> {num(b['w1'], '.3f')} | "
+                     f"efficiency {_eff(b['efficiency'])} >= {TRACK_EFFICIENCY:g}; W1 {num(b['w1'], '.3f')} < "
                      f"{num(a['w1'], '.3f')} | {'yes' if ok else 'no'} |")
     if f4:
         for key in ("ii", "iii"):
@@ -183,9 +189,9 @@ def _claim_c3(f3, f5, f4):
     for case, a, b in _fig3_ends(f3):
         ok = _c3_holds(a, b)
         flags.append(ok)
-        lines.append(f"| fig3 | {_fig3_label(case)} | efficiency at J=1: {num(a['efficiency'], '.3f')}, at J={b['J']}: "
-                     f"{num(b['efficiency'], '.3f')} | {num(a['efficiency'], '.3f')} < {TRACK_EFFICIENCY:g} and "
-                     f"{num(a['efficiency'], '.3f')} < {num(b['efficiency'], '.3f')} | {'yes' if ok else 'no'} |")
+        lines.append(f"| fig3 | {_fig3_label(case)} | efficiency at J=1: {_eff(a['efficiency'])}, at J={b['J']}: "
+                     f"{_eff(b['efficiency'])} | {_eff(a['efficiency'])} < {TRACK_EFFICIENCY:g} and "
+                     f"{_eff(a['efficiency'])} < {_eff(b['efficiency'])} | {'yes' if ok else 'no'} |")
     if f4 and "iv" in f4["checks"]:
         c = f4["checks"]["iv"]
         flags.append(bool(c["holds"]))
@@ -239,12 +245,11 @@ def fig3_notes(f3) -> list[str]:
     if not note["comparisons"]:
         return lines + [note["text"], ""]
     for comp in note["comparisons"]:
-        para = [comp["headline"]]
-        where = []
+        per_j, where = [], []
         for s in comp["intervals"]:
             lab = interval_label(s["interval"])
-            para.append(f"Efficiency per J on {lab} (J = {', '.join(str(j) for j in s['J'])}): "
-                        f"{', '.join(num(e, '.3g') for e in s['efficiency'])}.")
+            per_j.append(f"- Efficiency per J on {lab} (J = {', '.join(str(j) for j in s['J'])}): "
+                         f"{', '.join(num(e, '.3g') for e in s['efficiency'])}.")
             case = next(c for c in f3["cases"] if c["data"] == comp["data"] and c.get("family") == comp["family"]
                         and list(case_interval(c)) == list(s["interval"]))
             a, b = case["rows"][0], case["rows"][-1]
@@ -254,9 +259,9 @@ def fig3_notes(f3) -> list[str]:
                          f"{'holds' if _c3_holds(a, b) else 'fails'} (efficiency at J = {a['J']} "
                          f"{_versus(a['efficiency'], TRACK_EFFICIENCY, '<', '>=')} and "
                          f"{_versus(a['efficiency'], b['efficiency'], '<', '>=')} at J = {b['J']})")
-        para += comp["reasons"]
-        para.append("Which conclusion holds where: " + "; ".join(where) + ".")
-        lines += [" ".join(para), ""]
+        lines += [comp["headline"], ""] + per_j + [""]
+        lines += ["What the rows show about the difference:", ""] + [f"- {r}" for r in comp["reasons"]] + [""]
+        lines += ["Which conclusion holds where: " + "; ".join(where) + ".", ""]
     return lines
 
 

@@ -232,7 +232,7 @@ def test_fig3_interval_note_states_each_direction_from_the_numbers():
     assert ("the optimum puts 0.3 of its mass below lambda = -6 and 0.1 above lambda = 4 (the levels outside [-6, 4]), "
             "the sqrt(h) density 0.125 and 0.225: sqrt(h) puts less than the optimum below lambda = -6 and more than "
             "the optimum above lambda = 4") in reasons
-    assert "V(p_ent) is not finite there" in reasons
+    assert "(J = 16) B_" in reasons and "V(p_ent) not finite (its moment matrix is numerically singular)" in reasons
     assert "did not converge" not in reasons
     late = interval_note(_fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 0.1, 0.0), wide_converged=False))
     assert "On [-8, 8] the solver did not converge for J = 1, 4, 16" in late["text"]
@@ -247,6 +247,15 @@ def test_fig3_plot_draws_both_intervals(tmp_path):
     F.plot({**doc, "interval_note": F.interval_note(doc)}, tmp_path / "new.png")
     assert (tmp_path / "old.png").read_bytes() == (tmp_path / "new.png").read_bytes()
     assert (tmp_path / "new.png").stat().st_size > 10_000
+
+
+def test_fig3_least_covered_spline():
+    """Two linear B-splines on [0, 1]: the optimum all on the right one, sqrt(h) mostly on the left."""
+    from noisealloc.figures.fig3_coupling import least_covered_spline
+
+    got = least_covered_spline([0.0, 0.5, 1.0], 2, [0.0, 0.0, 1.0], [0.5, 0.5, 0.0])
+    # shares: optimum (0, 1), sqrt(h) (0.75, 0.25); the left spline is empty for the optimum, so not "under-covered"
+    assert got == {"index": 2, "support": [0.5, 1.0], "optimum": 1.0, "entropic": 0.25}
 
 
 def test_fig3_one_interval_per_data_has_nothing_to_compare():
@@ -281,6 +290,9 @@ def test_report_says_which_fig3_conclusion_holds_on_which_interval(tmp_path):
     rows = [ln for ln in c["C2"]["table"] if ln.startswith("| fig3 |")]
     assert [ln.split("|")[2].strip() for ln in rows] == ["dirac:K=3,D=1,sep=2,seed=0 on [-6, 4]",
                                                           "dirac:K=3,D=1,sep=2,seed=0 on [-8, 8]"]
+    # a tiny nonzero efficiency is not printed as 0.000 in the claim tables
+    assert "efficiency at J=1: 1.00e-06, at J=16: 0.000" in "\n".join(
+        R._claim_c3(_fig3_two_intervals((0.02, 0.3, 0.95), (1e-6, 0.5, 0.0)), None, None)[2])
 
 
 # ------------------------------------------------------------------ reproducibility at reduced sizes
