@@ -28,13 +28,21 @@ NAME = "fig3_coupling"
 # only ~e^(k lam) at low SNR (near-singular information matrices); its upper end is not where h is small:
 # h(4) = 0.38 max h (h >= 1e-3 max h on [-6.6, 5.5]; measured 2026-12-05).  The Dirac case is also run on
 # [-8, 8], the interval of figures/sweeps/coupling_dirac.toml, because the direction of its efficiency
-# against J depends on the interval (issue 29): `interval_note` compares the two from their rows.
+# against J depends on the interval (issue 29): `interval_note` compares the two from their rows.  (The
+# issue's "0.50 -> 3e-12 on [-8, 8]" are the sweep file's L rows, 97 levels: 0.501 at J = 1, 3.4e-12 at
+# J = 16; with the sandwich V used here the J = 1 efficiency on [-8, 8] is 2.3e-45; measured 2026-12-05.)
 DIRAC = "dirac:K=3,D=1,sep=2,seed=0"
 CASES = (
     {"data": DIRAC, "family": None, "lam_min": -6.0, "lam_max": 4.0},
-    {"data": DIRAC, "family": None, "lam_min": -8.0, "lam_max": 8.0},
+    {"data": DIRAC, "family": None, "lam_min": -8.0, "lam_max": 8.0, "comparison": True},
     {"data": "gaussian:D=8,k=2,seed=0", "family": None, "lam_min": -8.0, "lam_max": 8.0},
 )
+
+
+#: Why a --quick run leaves out the Dirac mixture on [-8, 8] (recorded in the numbers' "skipped").
+COMPARISON_SKIPPED = ("the second lambda interval is swept by --full only: its sandwich solves stall (no KKT "
+                      "certificate for J >= 2) and cost about 36 s at 81 levels, against 10 s for the rest of "
+                      "figure 3")
 
 
 def _sizes(quick: bool) -> dict:
@@ -42,7 +50,16 @@ def _sizes(quick: bool) -> dict:
     # (m = 48 parameters, Dirac case), more than 2 min at J = 24 and more than 10 min at J = 32 (m = 96;
     # its polish differentiates the gradient numerically, 2 x support evaluations per Newton step), which
     # alone broke the 45-minute budget of `reproduce --full` (measured 2026-12-02, 2 cores).
-    return {"J_values": [1, 2, 4, 8, 16], "levels": 81 if quick else 161, "criterion": "sandwich"}
+    # interval_comparison (issue 29): the Dirac mixture on [-8, 8] too, on comparison_levels levels.  There
+    # the sandwich solves stall for J >= 2 (KKT gap 0.5-16, never certified) and their time does not follow
+    # the grid: J = 16 took 28-36 s on 81 levels, 55 s on 161, 43 s on 41, 98 s on 21 and 232 s on 49 (some
+    # with another run on the second core).  Figure 3 measured 2026-12-05, 2 cores with another process on
+    # one of them: --quick 12.1 s before, 11.9 s after without the comparison, 48.1 s with it (hence --full
+    # only); --full 22.3 s before, 98.4 s after with the comparison on 161 levels (+76 s, over the ~60 s
+    # allowed) and 60.6 s on 81 levels (+38 s), which it uses: the conclusion is the same on both grids
+    # (efficiency at most 2.5e-5 at every J).
+    return {"J_values": [1, 2, 4, 8, 16], "levels": 81 if quick else 161, "criterion": "sandwich",
+            "interval_comparison": not quick, "comparison_levels": 81}
 
 
 def _clean_row(row: dict) -> dict:
@@ -54,7 +71,9 @@ def sweep_case(model, case, sz, seed) -> dict:
     """Rows of one case; a ``J`` without an allocation is recorded with its error (the sweep's ``errors``)."""
     from noisealloc.verify.experiments.coupling import coupling_sweep
 
-    lam = np.linspace(case["lam_min"], case["lam_max"], sz["levels"])
+    # the comparison case's own grid size keeps its stalled solves inside the run's budget (_sizes)
+    levels = sz.get("comparison_levels", sz["levels"]) if case.get("comparison") else sz["levels"]
+    lam = np.linspace(case["lam_min"], case["lam_max"], levels)
     rep = coupling_sweep(model, tuple(sz["J_values"]), lam=lam, criterion=sz["criterion"], family=case["family"],
                          rng=seed)
     return {"data": case["data"], "family": rep.family, "lam_min": float(case["lam_min"]),
@@ -68,6 +87,9 @@ def compute(*, quick: bool = True, seed: int = 0, mnist=None, progress=None) -> 
     sz = _sizes(quick)
     cases, skipped = [], []
     for i, case in enumerate(CASES):
+        if case.get("comparison") and not sz["interval_comparison"]:
+            skipped.append({"data": case["data"], "interval": list(case_interval(case)), "reason": COMPARISON_SKIPPED})
+            continue
         if progress is not None:
             progress(f"{i + 1}/{len(CASES)} {case['data']} on {interval_label(case_interval(case))}")
         try:
@@ -381,8 +403,14 @@ def interval_note(doc: dict) -> dict:
         comparisons.append({"data": data, "family": family, "common_interval": list(common),
                             "intervals": summaries, "headline": headline, "reasons": reasons})
     text = " ".join(" ".join([c["headline"], *c["reasons"]]) for c in comparisons)
-    return {"comparisons": comparisons,
-            "text": text or "Every data set of figure 3 has one lambda interval: there is nothing to compare."}
+    if not text:
+        text = "Every data set of figure 3 has one lambda interval in these numbers: there is nothing to compare."
+        for s in doc.get("skipped", ()):
+            if "interval" in s:  # a comparison case this run left out, with why
+                text += f" Not computed: {s['data']} on {interval_label(s['interval'])} ({s['reason']})."
+    return {"comparisons": comparisons, "text": text}
+
+
 def _case_styles(cases) -> list[tuple[str, str, str]]:
     """``(colour, line style, marker)`` per case: one colour per data set, one line style per interval of it."""
     colours, seen, out = {}, {}, []
@@ -404,6 +432,10 @@ def plot(doc: dict, path) -> None:
     note = doc.get("interval_note") or interval_note(doc)
     n_low = max(1, len(cases))
     lines = [ln for c in note["comparisons"] for ln in textwrap.wrap(c["headline"], 190)]
+    for sk in doc.get("skipped", ()):
+        if "interval" in sk:  # a comparison this run left out: the figure says so where the comparison would be
+            lines += textwrap.wrap(f"Not computed in this run: {sk['data']} on {interval_label(sk['interval'])} "
+                                   f"({sk['reason']}).", 190)
     head = 0.4 + 0.16 * len(lines)  # inches above the panels: the title and the note's lines
     fig = plt.figure(figsize=(16, 9.5 + 0.2 * len(lines)))
     gs = fig.add_gridspec(2, 3 * n_low)  # top: three summary panels; bottom: one allocation panel per case
