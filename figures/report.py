@@ -248,10 +248,11 @@ def fig3_notes(f3) -> list[str]:
         per_j, where = [], []
         for s in comp["intervals"]:
             lab = interval_label(s["interval"])
-            per_j.append(f"- Efficiency per J on {lab} (J = {', '.join(str(j) for j in s['J'])}): "
-                         f"{', '.join(num(e, '.3g') for e in s['efficiency'])}.")
             case = next(c for c in f3["cases"] if c["data"] == comp["data"] and c.get("family") == comp["family"]
                         and list(case_interval(c)) == list(s["interval"]))
+            grid = f"{len(case['lam'])} levels, " if case.get("lam") is not None else ""
+            per_j.append(f"- Efficiency per J on {lab} ({grid}J = {', '.join(str(j) for j in s['J'])}): "
+                         f"{', '.join(num(e, '.3g') for e in s['efficiency'])}.")
             a, b = case["rows"][0], case["rows"][-1]
             where.append(f"on {lab} C2's rule {'holds' if _c2_holds(a, b) else 'fails'} (efficiency at J = {b['J']} "
                          f"{_versus(b['efficiency'], TRACK_EFFICIENCY, '<', '>=')}; W1 "

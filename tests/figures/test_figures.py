@@ -192,7 +192,9 @@ def test_fig3_document_carries_both_intervals(tmp_path, monkeypatch):
     from noisealloc.figures import fig3_coupling as F
 
     monkeypatch.setattr(F, "CASES", tuple(c for c in F.CASES if c["data"] == F.DIRAC))
-    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "levels": 21, "criterion": "sandwich"})
+    # grid sizes where these stalling [-8, 8] solves are fast (17 levels took a minute at J = 2)
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "levels": 25, "criterion": "sandwich",
+                                                 "interval_comparison": True, "comparison_levels": 21})
     # compute and the JSON round trip only: the plot is drawn by the slow tier's run at the real sizes
     doc = json.loads(C.write_json(tmp_path / "fig3_coupling.json", F.compute(quick=True, seed=0)).read_text())
     assert [(c["data"], c["lam_min"], c["lam_max"]) for c in doc["cases"]] == [(F.DIRAC, -6.0, 4.0),
@@ -200,6 +202,7 @@ def test_fig3_document_carries_both_intervals(tmp_path, monkeypatch):
     for case in doc["cases"]:
         assert [r["J"] for r in case["rows"]] == [1, 2]
         assert case["lam"][0] == case["lam_min"] and case["lam"][-1] == case["lam_max"]
+    assert [len(c["lam"]) for c in doc["cases"]] == [25, 21]  # the comparison case on its own grid size
     (comp,) = doc["interval_note"]["comparisons"]
     assert [s["interval"] for s in comp["intervals"]] == [[-6.0, 4.0], [-8.0, 8.0]]
     assert comp["common_interval"] == [-6.0, 4.0]
@@ -207,6 +210,22 @@ def test_fig3_document_carries_both_intervals(tmp_path, monkeypatch):
     assert "on [-8, 8] the efficiency" in comp["headline"]
     # the note is the numbers' own: recomputing it from the stored rows gives the same text
     assert F.interval_note(doc)["text"] == doc["interval_note"]["text"]
+
+
+def test_fig3_run_without_the_comparison_says_so(monkeypatch):
+    """Sizes without the interval comparison (--quick) skip the second interval and say why, in the note too."""
+    from noisealloc.figures import fig3_coupling as F
+
+    assert F._sizes(False)["interval_comparison"] and not F._sizes(True)["interval_comparison"]
+    monkeypatch.setattr(F, "CASES", tuple(c for c in F.CASES if c["data"] == F.DIRAC))
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1], "levels": 9, "criterion": "sandwich",
+                                                 "interval_comparison": False})
+    doc = F.compute(quick=True, seed=0)
+    assert [F.case_interval(c) for c in doc["cases"]] == [(-6.0, 4.0)]
+    assert doc["skipped"] == [{"data": F.DIRAC, "interval": [-8.0, 8.0], "reason": F.COMPARISON_SKIPPED}]
+    assert doc["interval_note"]["comparisons"] == []
+    assert f"Not computed: {F.DIRAC} on [-8, 8] (the second lambda interval is swept by --full only" \
+        in doc["interval_note"]["text"]
 
 
 def test_fig3_interval_note_states_each_direction_from_the_numbers():
@@ -264,7 +283,7 @@ def test_fig3_one_interval_per_data_has_nothing_to_compare():
     doc = _fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 1e-6, 0.0))
     doc["cases"] = doc["cases"][:1]
     note = interval_note(doc)
-    assert note["comparisons"] == [] and "nothing to compare" in note["text"]
+    assert note["comparisons"] == [] and "nothing to compare" in note["text"] and "Not computed" not in note["text"]
 
 
 def test_report_says_which_fig3_conclusion_holds_on_which_interval(tmp_path):
@@ -277,7 +296,7 @@ def test_report_says_which_fig3_conclusion_holds_on_which_interval(tmp_path):
     para = text.split("## Figure 3: the lambda interval")[1].split("\n## ")[0]
     assert "on [-6, 4] the efficiency V(p*)/V(p_ent) rises with J from 0.02 at J = 1 to 0.95 at J = 16" in para
     assert "on [-8, 8] the efficiency V(p*)/V(p_ent) falls with J from 0.5 at J = 1" in para
-    assert "Efficiency per J on [-8, 8] (J = 1, 4, 16): 0.5, 1e-06, 0." in para
+    assert "Efficiency per J on [-8, 8] (21 levels, J = 1, 4, 16): 0.5, 1e-06, 0." in para
     assert ("on [-6, 4] C2's rule holds (efficiency at J = 16 0.95 >= 0.9; W1 0.2 < 3 at J = 1) and C3's rule holds "
             "(efficiency at J = 1 0.02 < 0.9 and 0.02 < 0.95 at J = 16)") in para
     assert ("on [-8, 8] C2's rule fails (efficiency at J = 16 0 < 0.9; W1 0.3 < 7 at J = 1) and C3's rule fails "
