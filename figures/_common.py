@@ -1,4 +1,4 @@
-"""Shared machinery of the figure scripts: plot style, atomic writers, run configuration.
+"""Shared machinery of the figure scripts: plot style, atomic writers, run configuration, number text.
 
 Every figure writes three files into its output directory:
 
@@ -38,6 +38,7 @@ __all__ = [
     "figure_main",
     "setup_matplotlib",
     "Timer",
+    "num",
 ]
 
 #: Axis label of the canonical coordinate (every figure uses it).
@@ -67,6 +68,27 @@ def setup_matplotlib():
         "svg.hashsalt": "noisealloc",
     })
     return plt
+
+
+def num(x, fmt: str = ".3g", *, why: str = "not recorded in the numbers file", why_infinite: str | None = None) -> str:
+    """A number for REPORT.md and the figures' notes: formatted with ``fmt``, or why there is no finite number.
+
+    ``None`` and NaN become ``not computed (why)``; an infinite value becomes ``not finite (why_infinite)``
+    (``why`` when that is not given).  The report never prints ``inf`` or ``nan``.
+
+    Examples
+    --------
+    >>> num(0.12345), num(None, why="Monte-Carlo model"), num("inf", why_infinite="a level is starved")
+    ('0.123', 'not computed (Monte-Carlo model)', 'not finite (a level is starved)')
+    """
+    if x is None:
+        return f"not computed ({why})"
+    v = from_json_float(x)
+    if np.isnan(v):
+        return f"not computed ({why})"
+    if np.isinf(v):
+        return f"not finite ({why_infinite or why})"
+    return format(v, fmt)
 
 
 def write_png(fig, path) -> Path:

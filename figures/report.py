@@ -18,8 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from noisealloc.figures import _common as C
+from noisealloc.figures._common import num  # re-exported: the report's one number formatter
+from noisealloc.figures.fig3_coupling import case_interval, interval_label, interval_note
 
-__all__ = ["CLAIMS", "num", "verdict", "interval_verdict", "evaluate_claims", "fig6_controls", "write_report"]
+__all__ = ["CLAIMS", "num", "verdict", "interval_verdict", "evaluate_claims", "fig3_notes", "fig6_controls",
+           "write_report"]
 
 #: Efficiency above which the entropic proxy "tracks" the optimum (V(p*)/V(p_ent)).
 TRACK_EFFICIENCY = 0.9
@@ -76,27 +79,6 @@ def _f(x) -> float:
     return C.from_json_float(x)
 
 
-def num(x, fmt: str = ".3g", *, why: str = "not recorded in the numbers file", why_infinite: str | None = None) -> str:
-    """A number for REPORT.md: formatted with ``fmt``, or a reason where there is no finite number.
-
-    ``None`` and NaN become ``not computed (why)``; an infinite value becomes ``not finite (why_infinite)``
-    (``why`` when that is not given).  The report never prints ``inf`` or ``nan``.
-
-    Examples
-    --------
-    >>> num(0.12345), num(None, why="Monte-Carlo model"), num("inf", why_infinite="a level is starved")
-    ('0.123', 'not computed (Monte-Carlo model)', 'not finite (a level is starved)')
-    """
-    if x is None:
-        return f"not computed ({why})"
-    v = _f(x)
-    if np.isnan(v):
-        return f"not computed ({why})"
-    if np.isinf(v):
-        return f"not finite ({why_infinite or why})"
-    return format(v, fmt)
-
-
 def _cell(text) -> str:
     """Escape a string for a markdown table cell."""
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -124,14 +106,15 @@ def _claim_c1(f2, f3):
                 ok = bool(r["n_atoms"] <= r["atom_bound"] and bool(r.get("converged", True)))
                 flags.append(ok)
                 test = f"{r['n_atoms']} <= {r['atom_bound']}; converged {r.get('converged', True)}"
-                lines.append(f"| fig3 | {case['data']} [{case['family']}] | J={r['J']} | {r['n_atoms']} / {r['atom_bound']} | "
+                lines.append(f"| fig3 | {_fig3_label(case)} [{case['family']}] | J={r['J']} | {r['n_atoms']} / {r['atom_bound']} | "
                              f"{num(r['gap'], '.1e')} | converged {r.get('converged')} | {test} | "
                              f"{'yes' if ok else 'no'} |")
     head = ["| figure | data [family] | criterion | atoms / Theorem 1 bound | certified gap | solver | "
             "rule on these numbers | finite & certified |",
             "|---|---|---|---|---|---|---|---|"]
     rule = (f"Rule: an instance counts when its optimum has at most Theorem 1's number of atoms, fewer atoms than half "
-            f"the grid (fig2), and a converged certificate (relative duality gap <= {CERT_RTOL:g} for L).")
+            f"the grid (fig2), and a converged certificate (relative duality gap <= {CERT_RTOL:g} for L).  Fig3: every "
+            f"J on every data set and lambda interval ({_fig3_instances(f3)}).")
     return verdict(flags), rule, head + lines
 
 
@@ -143,14 +126,45 @@ def _fig3_ends(f3):
             yield case, rows[0], rows[-1]
 
 
+def _eff(x) -> str:
+    """An efficiency in a claim table: three decimals, or three digits where that would print a nonzero as 0.000."""
+    v = _f(x)
+    return num(x, ".2e" if np.isfinite(v) and 0 < abs(v) < 5e-4 else ".3f")
+
+
+def _fig3_label(case) -> str:
+    """``'<data> on [lo, hi]'``: a figure-3 instance is a data set on one lambda interval."""
+    return f"{case['data']} on {interval_label(case_interval(case))}"
+
+
+def _fig3_instances(f3) -> str:
+    """The data sets of figure 3 and the lambda intervals each was run on, for the rules' text."""
+    if not f3 or not f3.get("cases"):
+        return "figure 3 not measured"
+    by_data: dict = {}
+    for case in f3["cases"]:
+        by_data.setdefault(case["data"], []).append(interval_label(case_interval(case)))
+    return "; ".join(f"{d} on {' and '.join(ivs)}" for d, ivs in by_data.items())
+
+
+def _c2_holds(a, b) -> bool:
+    """C2's rule on one fig3 instance: at the largest J the proxy's efficiency tracks and W1 fell from J = 1."""
+    return bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
+
+
+def _c3_holds(a, b) -> bool:
+    """C3's rule on one fig3 instance: at J = 1 the proxy's efficiency is low and below the largest J's."""
+    return bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
+
+
 def _claim_c2(f3, f4):
     lines, flags = [], []
     for case, a, b in _fig3_ends(f3):
-        ok = bool(_f(b["efficiency"]) >= TRACK_EFFICIENCY and _f(b["w1"]) < _f(a["w1"]))
+        ok = _c2_holds(a, b)
         flags.append(ok)
-        lines.append(f"| fig3 | {case['data']} | J={a['J']} -> J={b['J']} | efficiency {num(a['efficiency'], '.3f')} -> "
-                     f"{num(b['efficiency'], '.3f')}; W1 {num(a['w1'], '.3f')} -> {num(b['w1'], '.3f')} | "
-                     f"efficiency {num(b['efficiency'], '.3f')} >= {TRACK_EFFICIENCY:g}; W1 {num(b['w1'], '.3f')} < "
+        lines.append(f"| fig3 | {_fig3_label(case)} | J={a['J']} -> J={b['J']} | efficiency {_eff(a['efficiency'])} -> "
+                     f"{_eff(b['efficiency'])}; W1 {num(a['w1'], '.3f')} -> {num(b['w1'], '.3f')} | "
+                     f"efficiency {_eff(b['efficiency'])} >= {TRACK_EFFICIENCY:g}; W1 {num(b['w1'], '.3f')} < "
                      f"{num(a['w1'], '.3f')} | {'yes' if ok else 'no'} |")
     if f4:
         for key in ("ii", "iii"):
@@ -163,7 +177,9 @@ def _claim_c2(f3, f4):
     head = ["| figure | instance | setting | measured | rule on these numbers (tolerance) | tracks |",
             "|---|---|---|---|---|---|"]
     rule = (f"Rule: with the most time-specialised coupling (largest J) the entropic proxy's efficiency "
-            f"V(p*)/V(p_ent) is >= {TRACK_EFFICIENCY} and its W1 distance to the optimum is below the fully coupled one; "
+            f"V(p*)/V(p_ent) is >= {TRACK_EFFICIENCY} and its W1 distance to the optimum is below the fully coupled one, "
+            f"on every data set and lambda interval of figure 3 ({_fig3_instances(f3)}; each interval counts as one "
+            "instance, see 'Figure 3: the lambda interval' below); "
             "the random-matrix checks (ii) and (iii) of the independent-learner limit hold.")
     return verdict(flags), rule, head + lines
 
@@ -171,11 +187,11 @@ def _claim_c2(f3, f4):
 def _claim_c3(f3, f5, f4):
     lines, flags = [], []
     for case, a, b in _fig3_ends(f3):
-        ok = bool(_f(a["efficiency"]) < TRACK_EFFICIENCY and _f(a["efficiency"]) < _f(b["efficiency"]))
+        ok = _c3_holds(a, b)
         flags.append(ok)
-        lines.append(f"| fig3 | {case['data']} | efficiency at J=1: {num(a['efficiency'], '.3f')}, at J={b['J']}: "
-                     f"{num(b['efficiency'], '.3f')} | {num(a['efficiency'], '.3f')} < {TRACK_EFFICIENCY:g} and "
-                     f"{num(a['efficiency'], '.3f')} < {num(b['efficiency'], '.3f')} | {'yes' if ok else 'no'} |")
+        lines.append(f"| fig3 | {_fig3_label(case)} | efficiency at J=1: {_eff(a['efficiency'])}, at J={b['J']}: "
+                     f"{_eff(b['efficiency'])} | {_eff(a['efficiency'])} < {TRACK_EFFICIENCY:g} and "
+                     f"{_eff(a['efficiency'])} < {_eff(b['efficiency'])} | {'yes' if ok else 'no'} |")
     if f4 and "iv" in f4["checks"]:
         c = f4["checks"]["iv"]
         flags.append(bool(c["holds"]))
@@ -191,9 +207,63 @@ def _claim_c3(f3, f5, f4):
                          "(context) |")
     head = ["| figure | instance | measured | rule on these numbers | breaks down |", "|---|---|---|---|---|"]
     rule = (f"Rule: in the fully coupled case (J = 1) the entropic proxy's efficiency is below {TRACK_EFFICIENCY} and below "
-            "its efficiency with the largest J; and the square-root law fails when feature-noise decoupling is violated "
+            f"its efficiency with the largest J, on every data set and lambda interval of figure 3 "
+            f"({_fig3_instances(f3)}); and the square-root law fails when feature-noise decoupling is violated "
             "(fig4 iv).  Fig5's fully coupled efficiencies are shown for context, not counted.")
     return verdict(flags), rule, head + lines
+
+
+def _versus(x, y, below: str, above: str, fmt: str = ".3g") -> str:
+    """``'x < y'`` or ``'x >= y'`` written with the report's numbers; ``'x vs y'`` when either is not finite."""
+    fx, fy = _f(x), _f(y)
+    op = (below if fx < fy else above) if np.isfinite(fx) and np.isfinite(fy) else "vs"
+    return f"{num(x, fmt)} {op} {num(y, fmt)}"
+
+
+def fig3_notes(f3) -> list[str]:
+    """REPORT.md's paragraph on figure 3's lambda intervals: which conclusion holds on which interval.
+
+    The comparison is recomputed from the rows by
+    :func:`noisealloc.figures.fig3_coupling.interval_note` (so a note stored by an older run cannot
+    disagree with the claim tables), and the rules of C2 and C3 are applied to each interval separately
+    by the same predicates the claims use.
+
+    Parameters
+    ----------
+    f3 : dict or None
+        Figure 3's numbers file.
+
+    Returns
+    -------
+    list of str
+        Markdown lines (empty when figure 3 was not measured).
+    """
+    if not f3:
+        return []
+    note = interval_note(f3)
+    lines = ["## Figure 3: the lambda interval", ""]
+    if not note["comparisons"]:
+        return lines + [note["text"], ""]
+    for comp in note["comparisons"]:
+        per_j, where = [], []
+        for s in comp["intervals"]:
+            lab = interval_label(s["interval"])
+            case = next(c for c in f3["cases"] if c["data"] == comp["data"] and c.get("family") == comp["family"]
+                        and list(case_interval(c)) == list(s["interval"]))
+            grid = f"{len(case['lam'])} levels, " if case.get("lam") is not None else ""
+            per_j.append(f"- Efficiency per J on {lab} ({grid}J = {', '.join(str(j) for j in s['J'])}): "
+                         f"{', '.join(num(e, '.3g') for e in s['efficiency'])}.")
+            a, b = case["rows"][0], case["rows"][-1]
+            where.append(f"on {lab} C2's rule {'holds' if _c2_holds(a, b) else 'fails'} (efficiency at J = {b['J']} "
+                         f"{_versus(b['efficiency'], TRACK_EFFICIENCY, '<', '>=')}; W1 "
+                         f"{_versus(b['w1'], a['w1'], '<', '>=')} at J = {a['J']}) and C3's rule "
+                         f"{'holds' if _c3_holds(a, b) else 'fails'} (efficiency at J = {a['J']} "
+                         f"{_versus(a['efficiency'], TRACK_EFFICIENCY, '<', '>=')} and "
+                         f"{_versus(a['efficiency'], b['efficiency'], '<', '>=')} at J = {b['J']})")
+        lines += [comp["headline"], ""] + per_j + [""]
+        lines += ["What the rows show about the difference:", ""] + [f"- {r}" for r in comp["reasons"]] + [""]
+        lines += ["Which conclusion holds where: " + "; ".join(where) + ".", ""]
+    return lines
 
 
 def _fig4_test(c) -> str:
@@ -731,6 +801,7 @@ def write_report(out_dir, *, timings: dict | None = None, mode: str = "", failed
     for cid, c in claims.items():
         lines += [f"## {cid}: {c['claim']}", "", f"Verdict: **{c['verdict']}**.", "", c["rule"], ""]
         lines += c["table"] + [""]
+    lines += fig3_notes(_load(out, "fig3_coupling"))
     f6 = _load(out, "fig6_training")
     if f6:
         lines += [f"Figure 6 data scale: {f6['data_scale']}.  Interval: lambda in {f6['interval']}; "

@@ -137,6 +137,183 @@ def test_coupling_claims_follow_the_numbers(tmp_path):
     assert (c["C2"]["verdict"], c["C3"]["verdict"]) == ("mixed", "mixed")
 
 
+# ------------------------------------------------------------------ figure 3 on two lambda intervals (issue 29)
+def _fig3_interval_case(lo, hi, eff, w1, *, v_ent=None, converged=True):
+    """A synthetic fig3 case on ``[lo, hi]`` (21 levels): rows J = 1, 4, 16 with the given efficiencies and W1.
+
+    The J = 1 optimum is one atom at the top level; the J = 16 optimum puts weight 0.3 on the lowest level,
+    0.1 on the highest and 0.6 at lambda = 0; the sqrt(h) weights are uniform (so h/max h = 1 at the ends
+    of the trapezoid rule's half-weighted end levels).
+    """
+    lam = np.linspace(lo, hi, 21)
+    w = np.full(21, 1.0)
+    w[0] = w[-1] = 0.5
+    v_ent = v_ent or [10.0, 20.0, 30.0]
+    rows = []
+    for J, e, d, ve, atoms, weights in zip((1, 4, 16), eff, w1, v_ent, ([hi], [lo, 0.0], [lo, 0.0, hi]),
+                                           ([1.0], [0.5, 0.5], [0.3, 0.6, 0.1])):
+        rows.append({"J": J, "n_atoms": len(atoms), "atom_bound": 4 * J, "gap": 0.0, "converged": converged,
+                     "efficiency": e, "w1": d, "value": e * ve if np.isfinite(ve) else 1.0, "value_entropic": ve,
+                     "atoms": atoms, "weights": weights})
+    return {"data": "dirac:K=3,D=1,sep=2,seed=0", "family": "posterior-weights", "lam_min": lo, "lam_max": hi,
+            "lam": lam.tolist(), "entropic_weights": (w / w.sum()).tolist(), "rows": rows, "errors": []}
+
+
+def _fig3_two_intervals(narrow_eff, wide_eff, *, wide_v_ent=None, wide_converged=True):
+    return {"figure": "fig3_coupling", "sizes": {"criterion": "sandwich", "J_values": [1, 4, 16], "levels": 21},
+            "cases": [_fig3_interval_case(-6.0, 4.0, narrow_eff, (3.0, 1.0, 0.2)),
+                      _fig3_interval_case(-8.0, 8.0, wide_eff, (7.0, 1.5, 0.3), v_ent=wide_v_ent,
+                                          converged=wide_converged)]}
+
+
+@pytest.mark.parametrize("eff, word", [([0.1, 0.5, 0.9], "rises"), ([0.5, 1e-6, 0.0], "falls"),
+                                       ([0.2, 0.2], "stays constant"), ([1e-45, 2e-5, 0.0], "rises, then falls"),
+                                       ([0.5, 0.1, 0.4], "falls, then rises"), ([0.3], "is not computed")])
+def test_fig3_efficiency_direction(eff, word):
+    from noisealloc.figures.fig3_coupling import efficiency_direction
+
+    assert efficiency_direction(eff) == word
+
+
+def test_fig3_cases_run_the_dirac_data_on_two_intervals():
+    """Figure 3 runs the same Dirac data on its own interval and on the sweep file's [-8, 8]."""
+    import tomllib
+    from pathlib import Path
+
+    from noisealloc.figures import fig3_coupling as F
+
+    sweep = tomllib.loads((Path(F.__file__).parent / "sweeps" / "coupling_dirac.toml").read_text())["fixed"]
+    ivs = {F.case_interval(c) for c in F.CASES if c["data"] == F.DIRAC}
+    assert ivs == {(-6.0, 4.0), (sweep["lam_min"], sweep["lam_max"])} == {(-6.0, 4.0), (-8.0, 8.0)}
+
+
+def test_fig3_document_carries_both_intervals(tmp_path, monkeypatch):
+    """The numbers file holds the Dirac rows of both intervals (same J values and criterion) and the note."""
+    from noisealloc.figures import fig3_coupling as F
+
+    monkeypatch.setattr(F, "CASES", tuple(c for c in F.CASES if c["data"] == F.DIRAC))
+    # grid sizes where these stalling [-8, 8] solves are fast (17 levels took a minute at J = 2)
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1, 2], "levels": 25, "criterion": "sandwich",
+                                                 "interval_comparison": True, "comparison_levels": 21})
+    # compute and the JSON round trip only: the plot is drawn by the slow tier's run at the real sizes
+    doc = json.loads(C.write_json(tmp_path / "fig3_coupling.json", F.compute(quick=True, seed=0)).read_text())
+    assert [(c["data"], c["lam_min"], c["lam_max"]) for c in doc["cases"]] == [(F.DIRAC, -6.0, 4.0),
+                                                                               (F.DIRAC, -8.0, 8.0)]
+    for case in doc["cases"]:
+        assert [r["J"] for r in case["rows"]] == [1, 2]
+        assert case["lam"][0] == case["lam_min"] and case["lam"][-1] == case["lam_max"]
+    assert [len(c["lam"]) for c in doc["cases"]] == [25, 21]  # the comparison case on its own grid size
+    (comp,) = doc["interval_note"]["comparisons"]
+    assert [s["interval"] for s in comp["intervals"]] == [[-6.0, 4.0], [-8.0, 8.0]]
+    assert comp["common_interval"] == [-6.0, 4.0]
+    assert "on [-6, 4] the efficiency" in comp["headline"] and "on [-8, 8] it" not in comp["headline"]
+    assert "on [-8, 8] the efficiency" in comp["headline"]
+    # the note is the numbers' own: recomputing it from the stored rows gives the same text
+    assert F.interval_note(doc)["text"] == doc["interval_note"]["text"]
+
+
+def test_fig3_run_without_the_comparison_says_so(monkeypatch):
+    """Sizes without the interval comparison (--quick) skip the second interval and say why, in the note too."""
+    from noisealloc.figures import fig3_coupling as F
+
+    assert F._sizes(False)["interval_comparison"] and not F._sizes(True)["interval_comparison"]
+    monkeypatch.setattr(F, "CASES", tuple(c for c in F.CASES if c["data"] == F.DIRAC))
+    monkeypatch.setattr(F, "_sizes", lambda q: {"J_values": [1], "levels": 9, "criterion": "sandwich",
+                                                 "interval_comparison": False})
+    doc = F.compute(quick=True, seed=0)
+    assert [F.case_interval(c) for c in doc["cases"]] == [(-6.0, 4.0)]
+    assert doc["skipped"] == [{"data": F.DIRAC, "interval": [-8.0, 8.0], "reason": F.COMPARISON_SKIPPED}]
+    assert doc["interval_note"]["comparisons"] == []
+    assert f"Not computed: {F.DIRAC} on [-8, 8] (the second lambda interval is swept by --full only" \
+        in doc["interval_note"]["text"]
+
+
+def test_fig3_interval_note_states_each_direction_from_the_numbers():
+    """The note's direction on each interval follows the numbers: swapping them swaps the words."""
+    from noisealloc.figures.fig3_coupling import interval_note
+
+    doc = _fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 1e-6, 0.0), wide_v_ent=[10.0, 20.0, float("inf")])
+    note = interval_note(doc)
+    head = note["comparisons"][0]["headline"]
+    assert "on [-6, 4] the efficiency V(p*)/V(p_ent) rises with J from 0.02 at J = 1 to 0.8 at J = 16" in head
+    assert ("on [-8, 8] the efficiency V(p*)/V(p_ent) falls with J from 0.5 at J = 1 to 0 at J = 16 "
+            "(V(p_ent) not finite)") in head
+    swapped = interval_note(_fig3_two_intervals((0.8, 0.3, 0.02), (1e-6, 0.5, 1e-3)))["comparisons"][0]["headline"]
+    assert "on [-6, 4] the efficiency V(p*)/V(p_ent) falls with J from 0.8 at J = 1 to 0.02 at J = 16" in swapped
+    assert ("on [-8, 8] the efficiency V(p*)/V(p_ent) rises, then falls with J from 1e-06 at J = 1 to 0.001 at J = 16, "
+            "largest 0.5 at J = 4") in swapped
+    reasons = " ".join(note["comparisons"][0]["reasons"])
+    # J = 1: one atom at the top level of each interval, with h/max h there and V(p*), V(p_ent) of each
+    assert ("At J = 1 the optimum is one atom at the top level of each interval (lambda = 4 on [-6, 4], lambda = 8 "
+            "on [-8, 8]), where h/max h = 1 and 1; V(p*) = 0.2 and 5 against V(p_ent) = 10 and 10.") in reasons
+    # J = 16 on the wide interval: masses outside [-6, 4], read from the atoms and from the sqrt(h) weights
+    # (uniform sqrt(h), 21 levels 0.8 apart: 2.5 of 20 trapezoid units below -6, 4.5 above 4)
+    assert ("the optimum puts 0.3 of its mass below lambda = -6 and 0.1 above lambda = 4 (the levels outside [-6, 4]), "
+            "the sqrt(h) density 0.125 and 0.225: sqrt(h) puts less than the optimum below lambda = -6 and more than "
+            "the optimum above lambda = 4") in reasons
+    assert "(J = 16) B_" in reasons and "V(p_ent) not finite (its moment matrix is numerically singular)" in reasons
+    assert "did not converge" not in reasons
+    late = interval_note(_fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 0.1, 0.0), wide_converged=False))
+    assert "On [-8, 8] the solver did not converge for J = 1, 4, 16" in late["text"]
+
+
+def test_fig3_plot_draws_both_intervals(tmp_path):
+    """The plot draws a numbers file with two intervals, and one written before the note was stored."""
+    from noisealloc.figures import fig3_coupling as F
+
+    doc = C.to_jsonable(_fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 1e-6, 0.0), wide_v_ent=[10.0, 20.0, float("inf")]))
+    F.plot(doc, tmp_path / "old.png")  # no "interval_note": recomputed from the rows
+    F.plot({**doc, "interval_note": F.interval_note(doc)}, tmp_path / "new.png")
+    assert (tmp_path / "old.png").read_bytes() == (tmp_path / "new.png").read_bytes()
+    assert (tmp_path / "new.png").stat().st_size > 10_000
+
+
+def test_fig3_least_covered_spline():
+    """Two linear B-splines on [0, 1]: the optimum all on the right one, sqrt(h) mostly on the left."""
+    from noisealloc.figures.fig3_coupling import least_covered_spline
+
+    got = least_covered_spline([0.0, 0.5, 1.0], 2, [0.0, 0.0, 1.0], [0.5, 0.5, 0.0])
+    # shares: optimum (0, 1), sqrt(h) (0.75, 0.25); the left spline is empty for the optimum, so not "under-covered"
+    assert got == {"index": 2, "support": [0.5, 1.0], "optimum": 1.0, "entropic": 0.25}
+
+
+def test_fig3_one_interval_per_data_has_nothing_to_compare():
+    from noisealloc.figures.fig3_coupling import interval_note
+
+    doc = _fig3_two_intervals((0.02, 0.3, 0.8), (0.5, 1e-6, 0.0))
+    doc["cases"] = doc["cases"][:1]
+    note = interval_note(doc)
+    assert note["comparisons"] == [] and "nothing to compare" in note["text"] and "Not computed" not in note["text"]
+
+
+def test_report_says_which_fig3_conclusion_holds_on_which_interval(tmp_path):
+    """REPORT.md's figure-3 paragraph: the direction and the C2/C3 rules on each interval, from the numbers."""
+    import re
+
+    C.write_json(tmp_path / "fig3_coupling.json",
+                 _fig3_two_intervals((0.02, 0.3, 0.95), (0.5, 1e-6, 0.0), wide_v_ent=[10.0, 20.0, float("inf")]))
+    text = R.write_report(tmp_path).read_text()
+    para = text.split("## Figure 3: the lambda interval")[1].split("\n## ")[0]
+    assert "on [-6, 4] the efficiency V(p*)/V(p_ent) rises with J from 0.02 at J = 1 to 0.95 at J = 16" in para
+    assert "on [-8, 8] the efficiency V(p*)/V(p_ent) falls with J from 0.5 at J = 1" in para
+    assert "Efficiency per J on [-8, 8] (21 levels, J = 1, 4, 16): 0.5, 1e-06, 0." in para
+    assert ("on [-6, 4] C2's rule holds (efficiency at J = 16 0.95 >= 0.9; W1 0.2 < 3 at J = 1) and C3's rule holds "
+            "(efficiency at J = 1 0.02 < 0.9 and 0.02 < 0.95 at J = 16)") in para
+    assert ("on [-8, 8] C2's rule fails (efficiency at J = 16 0 < 0.9; W1 0.3 < 7 at J = 1) and C3's rule fails "
+            "(efficiency at J = 1 0.5 < 0.9 and 0.5 >= 0 at J = 16)") in para
+    assert not re.search(_NONFINITE, para, re.I)
+    # each interval is one instance of the claims, named in their tables and rules
+    c = R.evaluate_claims(tmp_path)
+    assert "dirac:K=3,D=1,sep=2,seed=0 on [-6, 4] and [-8, 8]" in c["C2"]["rule"]
+    assert (c["C2"]["verdict"], c["C3"]["verdict"]) == ("mixed", "mixed")
+    rows = [ln for ln in c["C2"]["table"] if ln.startswith("| fig3 |")]
+    assert [ln.split("|")[2].strip() for ln in rows] == ["dirac:K=3,D=1,sep=2,seed=0 on [-6, 4]",
+                                                          "dirac:K=3,D=1,sep=2,seed=0 on [-8, 8]"]
+    # a tiny nonzero efficiency is not printed as 0.000 in the claim tables
+    assert "efficiency at J=1: 1.00e-06, at J=16: 0.000" in "\n".join(
+        R._claim_c3(_fig3_two_intervals((0.02, 0.3, 0.95), (1e-6, 0.5, 0.0)), None, None)[2])
+
+
 # ------------------------------------------------------------------ reproducibility at reduced sizes
 def _run_twice(mod, tmp_path, **kw):
     a, b = tmp_path / "a", tmp_path / "b"
