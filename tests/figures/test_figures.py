@@ -326,6 +326,7 @@ def _run_twice(mod, tmp_path, **kw):
     return json.loads(ra["numbers"].read_text())
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 245-260 s against its 240 s budget
 def test_fig1_reproducible_small(tmp_path, monkeypatch):
     from noisealloc.figures import fig1_entropy as F
 

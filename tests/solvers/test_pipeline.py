@@ -71,6 +71,7 @@ def test_chain_equals_the_stages_run_by_hand():
     assert res.reduction.n_atoms_after == red.n_atoms_after
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 245-260 s against its 240 s budget
 def test_chain_without_reduction_keeps_the_solvers_certificate():
     fm = build_family_matrices(_gaussian(), "linear", np.linspace(-4, 4, 17))
     res = optimize_allocation(fm, "sandwich", reduce=False, offgrid=False)

@@ -27,6 +27,7 @@ def test_prepare_digits_splits_and_binarises():
     assert len(train_rows) > 1000
 
 
+@pytest.mark.slow  # moved out of the default tier: it ran 245-260 s against its 240 s budget
 def test_continuous_images_take_the_population_h():
     """Grey-level digits: the sqrt schedule follows the smoothed law's h, which plateaus at d/2 at high SNR;
     the empirical h of the same split collapses there (memorisation), so the schedules differ in the tail."""
