@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from helpers.strategies import examples
 
+pytest.importorskip("jax")  # the [train] extra; the module below imports it
+
 from noisealloc.theory.schedules.data_scale import data_scale
 from noisealloc.theory.models.datasets import dirac_atoms
 from noisealloc.theory.models.dirac import DiracMixture
