@@ -134,6 +134,12 @@ def _solver_arguments(parser) -> None:
     parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
     parser.add_argument("--kernels", action="store_true",
                         help="instead: time each compiled solver kernel against its numpy reference, and reduce_support")
+    parser.add_argument("--sandwich", action="store_true",
+                        help="instead: two-parameter sandwich instances (n = 41, 64), solve's value, label, proved "
+                             "bound and time against an independent oracle over pairs and triples of levels")
+    parser.add_argument("--sandwich-cases", default=None, metavar="LIST",
+                        help="with --sandwich: comma-separated SEED:N (SEED an integer or 'issue'; default the 12 "
+                             "cases of noisealloc.verify.bench.sandwich.SANDWICH_CASES)")
     _e_arguments(parser)
 
 
@@ -157,6 +163,8 @@ def _solver_run(args) -> int:
 
     if getattr(args, "kernels", False):
         return _solver_kernels_run(args)
+    if getattr(args, "sandwich", False):
+        return _solver_sandwich_run(args)
     sizes = _sizes(args.sizes, "--sizes")
     cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
     e_sizes = _e_options(args)  # parsed before anything runs: a bad value answers at once
@@ -221,6 +229,64 @@ def _solver_kernels_run(args) -> int:
                   f"A-optimal solve of cheb19 n=2000 {r.solve_seconds:.3f} s")
     _print_reduction()
     return 0
+
+
+def _sandwich_cases(text):
+    """``SEED:N`` pairs (``SEED`` an integer or ``issue``; ``N >= 4``), one-line error naming ``--sandwich-cases``."""
+    out = []
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        parts = item.strip().split(":")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            seed = None if parts[0].strip().lower() == "issue" else int(parts[0])
+            n = int(parts[1])
+            if n < 4 or (seed is not None and seed < 0):
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--sandwich-cases must be comma-separated SEED:N pairs (SEED a non-negative integer or "
+                             f"'issue', N an integer >= 4); got {text!r}") from None
+        out.append((seed, n))
+    if not out:
+        raise ValueError(f"--sandwich-cases must name at least one SEED:N pair; got {text!r}")
+    from noisealloc.theory.request_limits import MAX_POINTS
+
+    if max(n for _s, n in out) > MAX_POINTS:
+        raise ValueError(f"--sandwich-cases: grid size {max(n for _s, n in out)} is above the limit {MAX_POINTS}")
+    return out
+
+
+def _solver_sandwich_run(args) -> int:
+    """``bench solver --sandwich``: the two-parameter sandwich table (:func:`noisealloc.verify.bench.sandwich.measure_sandwich`)."""
+    import numpy as np
+
+    from noisealloc.theory.tolerances import SANDWICH_GLOBAL_RTOL
+    from noisealloc.verify.bench.sandwich import SANDWICH_CASES, measure_sandwich
+
+    cases = SANDWICH_CASES if args.sandwich_cases is None else _sandwich_cases(args.sandwich_cases)
+    rows = measure_sandwich(cases)
+    print("two-parameter sandwich (A = f f^T, G = s^2(lam) A + r r^T on [-4, 4]): solve (defaults) against the oracle "
+          "(every pair of levels, bounded scalar minimiser; every triple, barycentric grid + SLSQP)")
+    print(f"{'instance':9s} {'n':>3s} {'value':>17s} {'label':12s} {'proved lower bound':>18s} {'time':>7s} "
+          f"{'oracle':>17s} {'rel diff':>9s} {'oracle time':>11s} {'local optima up to':>18s}  atoms (lambda)")
+    for r in rows:
+        lb = "-" if not np.isfinite(r.lower_bound) else f"{r.lower_bound:.10g}"
+        spread = "-" if not np.isfinite(r.local_spread) else f"+{100 * r.local_spread:.2f}%"
+        print(f"{r.name:9s} {r.n:3d} {r.value:17.12g} {r.optimality:12s} {lb:>18s} {r.seconds:6.2f}s "
+              f"{r.oracle_value:17.12g} {r.rel_diff:+9.1e} {r.oracle_seconds:10.2f}s{'' if r.triples else '*'} "
+              f"{spread:>18s}  {np.round(r.atoms, 4).tolist()}")
+    n_glob = sum(r.optimality == "global" for r in rows)
+    mean = float(np.mean([r.seconds for r in rows]))
+    bad = [r.name + f" n={r.n}" for r in rows if not r.consistent]
+    print(f"global on {n_glob} of {len(rows)}; mean solve time {mean:.2f} s (max {max(r.seconds for r in rows):.2f} s); "
+          f"max |rel diff| to the oracle {max(abs(r.rel_diff) for r in rows):.1e}; "
+          + ("every value within SANDWICH_GLOBAL_RTOL = %g of the oracle or below it, no proved bound above it"
+             % SANDWICH_GLOBAL_RTOL if not bad else f"INCONSISTENT with the oracle: {', '.join(bad)}"))
+    if not all(r.triples for r in rows):
+        print("* oracle over pairs only on this instance")
+    return 0 if not bad else 1
 
 
 def _e_arguments(parser) -> None:
