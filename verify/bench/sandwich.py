@@ -33,8 +33,12 @@ __all__ = ["SANDWICH_CASES", "SandwichBenchRow", "sandwich_instance", "sandwich_
 _ISSUE_PARAMS = (0.5278708853201801, -0.3875480542114831, -0.8896342779715511, 0.39347001066277426, 1.0, 0.0)
 
 #: Default instances ``(seed, n)``: seed ``None`` is the issue-15 instance (on its own 41 levels and on 64);
-#: seeds 1-5 on 41 levels and 6-10 on 64 draw the shape parameters (:func:`sandwich_instance`).
-SANDWICH_CASES = ((None, 41), (None, 64)) + tuple((s, 41) for s in range(1, 6)) + tuple((s, 64) for s in range(6, 11))
+#: the seeds are those of 1-20 on which the multi-start alone (``global_search=False``) found KKT points at
+#: least 0.6 % above its best, i.e. with genuine local optima (measured 2026-12-05; seeds 4, 7, 12 and 13
+#: on 41 levels and 13 on 64 trap the uniform start in one).  Seeds with no local optimum are left out:
+#: they would only make the table easier.
+SANDWICH_CASES = (((None, 41),) + tuple((s, 41) for s in (3, 4, 7, 10, 12, 13))
+                  + ((None, 64),) + tuple((s, 64) for s in (3, 7, 8, 12, 13, 16)))
 
 
 def sandwich_instance(seed: int | None, n: int):
