@@ -51,6 +51,7 @@ from noisealloc.theory.tolerances import (
     KKT_RTOL,
     SANDWICH_BNB_MAX_BOXES,
     SANDWICH_BERNSTEIN_MAX_LEVELS,
+    SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON,
     SANDWICH_GLOBAL_RTOL,
     SANDWICH_RANDOM_STARTS,
     SANDWICH_REFINE_RTOL,
@@ -148,7 +149,8 @@ def solve(
         of four levels, Theorem 1's bound; a lower point it finds is polished and the proof repeated);
         for larger ``m`` by :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective
         relaxation over :math:`A_p^{-1}`, ``SANDWICH_BNB_MAX_BOXES`` boxes).  Default (None): when ``m = 2``
-        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS``; True: for any ``m``; False: never.
+        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS`` (``SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON`` when numba is
+        missing or disabled: the proof's kernels then run as plain Python); True: for any ``m``; False: never.
 
     Returns
     -------
@@ -438,10 +440,15 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
              f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
              f"{n_best} at the best")
     if global_search is None:
-        global_search = prob.m == 2 and prob.n <= SANDWICH_BERNSTEIN_MAX_LEVELS
+        from noisealloc.theory import _numba
+
+        # without numba the proof's kernels run as plain Python (~500x slower): a smaller default limit
+        name, cap = (("SANDWICH_BERNSTEIN_MAX_LEVELS", SANDWICH_BERNSTEIN_MAX_LEVELS) if _numba.HAVE_NUMBA else
+                     ("SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON (numba is missing or disabled)",
+                      SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON))
+        global_search = prob.m == 2 and prob.n <= cap
         if prob.m == 2 and not global_search:
-            proof += (f"; no global proof (n = {prob.n} levels > SANDWICH_BERNSTEIN_MAX_LEVELS = "
-                      f"{SANDWICH_BERNSTEIN_MAX_LEVELS})")
+            proof += f"; no global proof (n = {prob.n} levels > {name} = {cap})"
     optimality = "local (KKT)"
     if global_search and best[1] == 0:
         if prob.m == 2:

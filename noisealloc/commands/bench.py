@@ -205,28 +205,31 @@ def _print_reduction() -> None:
 
 
 def _solver_kernels_run(args) -> int:
-    """``bench solver --kernels``: per kernel, numba vs numpy in one run; then the reduce_support row."""
+    """``bench solver --kernels``: per kernel that solve runs, numba vs the same code uncompiled; then reduce_support."""
     from noisealloc.verify.bench.solver import measure_kernels
 
     r = measure_kernels()
     if not r.have_numba:
         print("solver kernels: numba is missing or disabled (NOISEALLOC_DISABLE_NUMBA); nothing to compare")
     else:
-        print("solver kernels (noisealloc.solvers._kernels), one BLAS thread, best of 30 calls each; the first call "
-              "(numba compile or cache load) is excluded:")
+        print("solver kernels that solve runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's "
+              "Bernstein proof), compiled against the same code uncompiled (the path without numba), serial, on the "
+              "same supports; the first call (numba compile or cache load) is excluded:")
         print("  " + ", ".join(f"{k} {v:.3f} s" for k, v in r.warmup_seconds.items()))
         for row in r.rows:
             verdict = "numba wins" if row.ratio > 1.0 else "numba LOSES"
-            print(f"  {row.name:23s} {row.case:26s} numba {row.numba_seconds * 1e6:9.1f} us  numpy "
-                  f"{row.numpy_seconds * 1e6:9.1f} us  numpy/numba = {row.ratio:5.2f} ({verdict})  "
+            print(f"  {row.name:21s} {row.case:58s} numba {row.numba_seconds:8.4f} s  uncompiled "
+                  f"{row.numpy_seconds:8.3f} s  uncompiled/numba = {row.ratio:6.0f} ({verdict})  "
                   f"max rel diff {row.max_rel_diff:.1e}")
+        for case, seconds, pieces in r.sweeps:
+            print(f"  bernstein_sweep (the whole proof) {case}: {seconds:.2f} s, {pieces} simplices")
+        names = dict.fromkeys(row.name for row in r.rows)
         print("verdicts:")
-        for name in dict.fromkeys(row.name for row in r.rows):
+        for name in names:
             row = next(x for x in r.rows if x.name == name)
-            print(f"  {name:23s} {'wired' if row.wired else 'not wired'}: {row.verdict}")
-        if r.cold_seconds is not None:
-            print(f"for scale: numba import + first kernel call in a fresh process {r.cold_seconds:.3f} s; one warm "
-                  f"A-optimal solve of cheb19 n=2000 {r.solve_seconds:.3f} s")
+            print(f"  {name:21s} {'wired' if row.wired else 'not wired'}: {row.verdict}")
+        print("  (the per-candidate kernels of the convex solvers were removed: each lost to BLAS or was not worth "
+              "numba's import)")
     _print_reduction()
     return 0
 
