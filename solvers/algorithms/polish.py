@@ -93,6 +93,10 @@ def lowrank_factors(prob: Problem):
     every rank is at most ``m / _LOWRANK_RATIO``, where :func:`sandwich_hessian_lowrank` is cheaper than
     the dense Hessian.
 
+    Parameters
+    ----------
+    prob : Problem
+
     Returns
     -------
     (U, V) or None
