@@ -261,6 +261,12 @@ def _sandwich_cases(text):
     return out
 
 
+def _numba_threads() -> int:
+    from noisealloc.theory import _numba
+
+    return _numba.num_threads()
+
+
 def _solver_sandwich_run(args) -> int:
     """``bench solver --sandwich``: the two-parameter sandwich table (:func:`noisealloc.verify.bench.sandwich.measure_sandwich`)."""
     import numpy as np
@@ -272,19 +278,20 @@ def _solver_sandwich_run(args) -> int:
     rows = measure_sandwich(cases)
     print("two-parameter sandwich (A = f f^T, G = s^2(lam) A + r r^T on [-4, 4]): solve (defaults) against the oracle "
           "(every pair of levels, bounded scalar minimiser; every triple, barycentric grid + SLSQP)")
-    print(f"{'instance':9s} {'n':>3s} {'value':>17s} {'label':12s} {'proved lower bound':>18s} {'time':>7s} "
+    print(f"{'instance':9s} {'n':>3s} {'value':>17s} {'label':12s} {'proved lower bound':>18s} {'time':>7s} {'CPU':>7s} "
           f"{'oracle':>17s} {'rel diff':>9s} {'oracle time':>11s} {'local optima up to':>18s}  atoms (lambda)")
     for r in rows:
         lb = "-" if not np.isfinite(r.lower_bound) else f"{r.lower_bound:.10g}"
         spread = "-" if not np.isfinite(r.local_spread) else f"+{100 * r.local_spread:.2f}%"
-        print(f"{r.name:9s} {r.n:3d} {r.value:17.12g} {r.optimality:12s} {lb:>18s} {r.seconds:6.2f}s "
+        print(f"{r.name:9s} {r.n:3d} {r.value:17.12g} {r.optimality:12s} {lb:>18s} {r.seconds:6.2f}s {r.cpu_seconds:6.2f}s "
               f"{r.oracle_value:17.12g} {r.rel_diff:+9.1e} {r.oracle_seconds:10.2f}s{'' if r.triples else '*'} "
               f"{spread:>18s}  {np.round(r.atoms, 4).tolist()}")
     n_glob = sum(r.optimality == "global" for r in rows)
     mean = float(np.mean([r.seconds for r in rows]))
+    mean_cpu = float(np.mean([r.cpu_seconds for r in rows]))
     bad = [r.name + f" n={r.n}" for r in rows if not r.consistent]
     print(f"global on {n_glob} of {len(rows)}; mean solve time {mean:.2f} s (max {max(r.seconds for r in rows):.2f} s); "
-          f"max |rel diff| to the oracle {max(abs(r.rel_diff) for r in rows):.1e}; "
+          f"mean CPU {mean_cpu:.2f} s ({_numba_threads()} numba threads); max |rel diff| to the oracle {max(abs(r.rel_diff) for r in rows):.1e}; "
           + ("every value within SANDWICH_GLOBAL_RTOL = %g of the oracle or below it, no proved bound above it"
              % SANDWICH_GLOBAL_RTOL if not bad else f"INCONSISTENT with the oracle: {', '.join(bad)}"))
     if not all(r.triples for r in rows):
