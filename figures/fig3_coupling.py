@@ -54,9 +54,10 @@ def _sizes(quick: bool) -> dict:
     # (interval_comparison, issue 29; comparison_levels levels) the solves of J = 2..16 stall next to the
     # singular boundary (no KKT certificate) and their backtracking spent 45 of 46 evaluations per Newton
     # step on singular trial points (J = 8: 47-76 s); shrinking faster there brought that case to 42 s for
-    # J = 1..32.  Measured 2026-12-05 (2 cores, another process on one): J = 1..32 took 37 s ([-6, 4]),
-    # 31 s (Gaussian), 42 s ([-8, 8], 81 levels).  --quick keeps J <= 16 on 81 levels and leaves the
-    # comparison out.
+    # J = 1..32.  Measured 2026-12-05 on 2 shared cores: the three sweeps with J = 1, 2, 4, 8, 16, 24, 32 took
+    # 37 s ([-6, 4]), 31 s (Gaussian), 42 s ([-8, 8], 81 levels); `reproduce --full --only fig3_coupling`
+    # with the J below took 102 s wall (64 s CPU), and 179 s wall (72 s CPU) at a load average of 6.5.
+    # --quick keeps J <= 16 on 81 levels and leaves the comparison out.
     return {"J_values": [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32], "levels": 81 if quick else 161,
             "criterion": "sandwich", "interval_comparison": not quick, "comparison_levels": 81}
 
