@@ -41,25 +41,25 @@ CASES = (
 
 #: Why a --quick run leaves out the Dirac mixture on [-8, 8] (recorded in the numbers' "skipped").
 COMPARISON_SKIPPED = ("the second lambda interval is swept by --full only: its sandwich solves stall (no KKT "
-                      "certificate for J >= 2) and cost about 36 s at 81 levels, against 10 s for the rest of "
-                      "figure 3")
+                      "certificate for J = 2 to 16) and cost about 18 s at 81 levels, against 10 s for the rest "
+                      "of figure 3")
 
 
 def _sizes(quick: bool) -> dict:
-    # --full refines the grid but keeps J <= 16: on 161 levels the sandwich solve takes 37 s at J = 16
-    # (m = 48 parameters, Dirac case), more than 2 min at J = 24 and more than 10 min at J = 32 (m = 96;
-    # its polish differentiates the gradient numerically, 2 x support evaluations per Newton step), which
-    # alone broke the 45-minute budget of `reproduce --full` (measured 2026-12-02, 2 cores).
-    # interval_comparison (issue 29): the Dirac mixture on [-8, 8] too, on comparison_levels levels.  There
-    # the sandwich solves stall for J >= 2 (KKT gap 0.5-16, never certified) and their time does not follow
-    # the grid: J = 16 took 28-36 s on 81 levels, 55 s on 161, 43 s on 41, 98 s on 21 and 232 s on 49 (some
-    # with another run on the second core).  Figure 3 measured 2026-12-05, 2 cores with another process on
-    # one of them: --quick 12.1 s before, 11.9 s after without the comparison, 48.1 s with it (hence --full
-    # only); --full 22.3 s before, 98.4 s after with the comparison on 161 levels (+76 s, over the ~60 s
-    # allowed) and 60.6 s on 81 levels (+38 s), which it uses: the conclusion is the same on both grids
-    # (efficiency at most 2.5e-5 at every J).
-    return {"J_values": [1, 2, 4, 8, 16], "levels": 81 if quick else 161, "criterion": "sandwich",
-            "interval_comparison": not quick, "comparison_levels": 81}
+    # --full sweeps J up to 32 (m = 96 parameters for the Dirac case) on 161 levels.  Until 2026-12-05 it
+    # stopped at J = 16: the Newton polish's dense sandwich Hessian (O(s m^3 + s^2 m^2), ~50 ms at m = 96)
+    # and the Caratheodory sweep's full d x d QR (d = m(m+1)/2 + 1 = 4657) made J = 32 take 111 s for the
+    # Dirac case alone; the low-rank Hessian (the spline levels have rank <= 3; solvers/algorithms/polish.py)
+    # and the early return of an already independent support brought it to 22 s.  On [-8, 8]
+    # (interval_comparison, issue 29; comparison_levels levels) the solves of J = 2..16 stall next to the
+    # singular boundary (no KKT certificate) and their backtracking spent 45 of 46 evaluations per Newton
+    # step on singular trial points (J = 8: 47-76 s); shrinking faster there brought that case to 42 s for
+    # J = 1..32.  Measured 2026-12-05 on 2 shared cores: the three sweeps with J = 1, 2, 4, 8, 16, 24, 32 took
+    # 37 s ([-6, 4]), 31 s (Gaussian), 42 s ([-8, 8], 81 levels); `reproduce --full --only fig3_coupling`
+    # with the J below took 102 s wall (64 s CPU), and 179 s wall (72 s CPU) at a load average of 6.5.
+    # --quick keeps J <= 16 on 81 levels and leaves the comparison out.
+    return {"J_values": [1, 2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32], "levels": 81 if quick else 161,
+            "criterion": "sandwich", "interval_comparison": not quick, "comparison_levels": 81}
 
 
 def _clean_row(row: dict) -> dict:

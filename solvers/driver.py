@@ -51,6 +51,7 @@ from noisealloc.theory.tolerances import (
     KKT_RTOL,
     SANDWICH_BNB_MAX_BOXES,
     SANDWICH_BERNSTEIN_MAX_LEVELS,
+    SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON,
     SANDWICH_GLOBAL_RTOL,
     SANDWICH_RANDOM_STARTS,
     SANDWICH_REFINE_RTOL,
@@ -139,8 +140,9 @@ def solve(
         entropic density on the grid).
     n_random_starts : int, optional
         Sandwich only: random Dirichlet starts of the multi-start (default
-        ``SANDWICH_RANDOM_STARTS`` = 4; 0 keeps the uniform (or ``p0``) start, the surrogate's
-        optimum and ``starts``).  Not used where a global proof exists (below).
+        ``SANDWICH_RANDOM_STARTS`` = 4, and 0 where the default two-parameter proof runs: it proves the
+        best start or finds a lower point itself; 0 keeps the uniform (or ``p0``) start, the surrogate's
+        optimum, the best small supports and ``starts``).  Not used where ``G = sA`` or ``m = 1``.
     global_search : bool, optional
         Sandwich only: after the multi-start, try to prove the best KKT point global, to relative
         accuracy ``SANDWICH_GLOBAL_RTOL``: for ``m = 2`` by
@@ -148,7 +150,8 @@ def solve(
         of four levels, Theorem 1's bound; a lower point it finds is polished and the proof repeated);
         for larger ``m`` by :func:`~noisealloc.solvers.sandwich_global.branch_and_bound` (perspective
         relaxation over :math:`A_p^{-1}`, ``SANDWICH_BNB_MAX_BOXES`` boxes).  Default (None): when ``m = 2``
-        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS``; True: for any ``m``; False: never.
+        and ``n <= SANDWICH_BERNSTEIN_MAX_LEVELS`` (``SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON`` when numba is
+        missing or disabled: the proof's kernels then run as plain Python); True: for any ``m``; False: never.
 
     Returns
     -------
@@ -378,8 +381,18 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
         return (p, status, cert, "global" if ok else "local (KKT)",
                 f"m = 1: exhaustive search over single levels and pairs, global minimum {v_glob:.8g}",
                 1, None, None)
+    from noisealloc.theory import _numba
+
+    # the default two-parameter proof and its level cap (without numba its kernels run as plain Python,
+    # ~500x slower: a smaller cap)
+    cap_name, cap = (("SANDWICH_BERNSTEIN_MAX_LEVELS", SANDWICH_BERNSTEIN_MAX_LEVELS) if _numba.HAVE_NUMBA else
+                     ("SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON (numba is missing or disabled)",
+                      SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON))
+    proof_by_default = prob.m == 2 and prob.n <= cap
     if n_random_starts is None:
-        n_random_starts = SANDWICH_RANDOM_STARTS
+        # Where the proof runs, random starts add nothing it needs: it either proves the best start's value
+        # or returns a lower allocation, which is polished and proved in turn (_bernstein_proof).
+        n_random_starts = 0 if (global_search is None and proof_by_default) else SANDWICH_RANDOM_STARTS
     if not isinstance(n_random_starts, (int, np.integer)) or n_random_starts < 0:
         raise ValueError(f"n_random_starts must be a non-negative integer; got {n_random_starts!r}")
     gen = as_generator(0 if rng is None else rng)
@@ -438,10 +451,9 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
              f"{int(n_random_starts)} Dirichlet, {n_support} on the best m-level supports): values {np.nanmin(values):.8g} .. {np.nanmax(values):.8g}, "
              f"{n_best} at the best")
     if global_search is None:
-        global_search = prob.m == 2 and prob.n <= SANDWICH_BERNSTEIN_MAX_LEVELS
+        global_search = proof_by_default
         if prob.m == 2 and not global_search:
-            proof += (f"; no global proof (n = {prob.n} levels > SANDWICH_BERNSTEIN_MAX_LEVELS = "
-                      f"{SANDWICH_BERNSTEIN_MAX_LEVELS})")
+            proof += f"; no global proof (n = {prob.n} levels > {cap_name} = {cap})"
     optimality = "local (KKT)"
     if global_search and best[1] == 0:
         if prob.m == 2:

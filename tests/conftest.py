@@ -55,9 +55,10 @@ def kernel(request) -> str:
 def solver_kernel(request, monkeypatch):
     """Run a solver test on the numba path and again on the numpy path.
 
-    The solvers would ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time whether
-    to use a compiled kernel (:mod:`noisealloc.solvers._kernels`; none is wired today, so both runs
-    take the same code); the ``'numpy'`` run patches it off for the test.  Function scope, so the
+    The solvers ask the gateway (``noisealloc.theory._numba.HAVE_NUMBA``) at call time where a compiled
+    kernel matters (today only whether the default two-parameter sandwich proof, whose kernels are in
+    :mod:`noisealloc.solvers._sandwich_kernels`, runs on larger grids); the ``'numpy'`` run patches it off
+    for the test.  Function scope, so the
     patch never outlives the test (a module-scoped patch would also hold for tests that did not ask
     for it); a hypothesis test that uses it needs
     ``suppress_health_check=[HealthCheck.function_scoped_fixture]`` (the patch is the same for every

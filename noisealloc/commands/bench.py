@@ -134,6 +134,12 @@ def _solver_arguments(parser) -> None:
     parser.add_argument("--problems", default="cheb19,rank3,model-like", help="comma-separated problem names")
     parser.add_argument("--kernels", action="store_true",
                         help="instead: time each compiled solver kernel against its numpy reference, and reduce_support")
+    parser.add_argument("--sandwich", action="store_true",
+                        help="instead: two-parameter sandwich instances (n = 41, 64), solve's value, label, proved "
+                             "bound and time against an independent oracle over pairs and triples of levels")
+    parser.add_argument("--sandwich-cases", default=None, metavar="LIST",
+                        help="with --sandwich: comma-separated SEED:N (SEED an integer or 'issue'; default the 12 "
+                             "cases of noisealloc.verify.bench.sandwich.SANDWICH_CASES)")
     _e_arguments(parser)
 
 
@@ -157,6 +163,8 @@ def _solver_run(args) -> int:
 
     if getattr(args, "kernels", False):
         return _solver_kernels_run(args)
+    if getattr(args, "sandwich", False):
+        return _solver_sandwich_run(args)
     sizes = _sizes(args.sizes, "--sizes")
     cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
     e_sizes = _e_options(args)  # parsed before anything runs: a bad value answers at once
@@ -197,30 +205,98 @@ def _print_reduction() -> None:
 
 
 def _solver_kernels_run(args) -> int:
-    """``bench solver --kernels``: per kernel, numba vs numpy in one run; then the reduce_support row."""
+    """``bench solver --kernels``: per kernel that solve runs, numba vs the same code uncompiled; then reduce_support."""
     from noisealloc.verify.bench.solver import measure_kernels
 
     r = measure_kernels()
     if not r.have_numba:
         print("solver kernels: numba is missing or disabled (NOISEALLOC_DISABLE_NUMBA); nothing to compare")
     else:
-        print("solver kernels (noisealloc.solvers._kernels), one BLAS thread, best of 30 calls each; the first call "
-              "(numba compile or cache load) is excluded:")
+        print("solver kernels that solve runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's "
+              "Bernstein proof), compiled against the same code uncompiled (the path without numba), serial, on the "
+              "same supports; the first call (numba compile or cache load) is excluded:")
         print("  " + ", ".join(f"{k} {v:.3f} s" for k, v in r.warmup_seconds.items()))
         for row in r.rows:
             verdict = "numba wins" if row.ratio > 1.0 else "numba LOSES"
-            print(f"  {row.name:23s} {row.case:26s} numba {row.numba_seconds * 1e6:9.1f} us  numpy "
-                  f"{row.numpy_seconds * 1e6:9.1f} us  numpy/numba = {row.ratio:5.2f} ({verdict})  "
+            print(f"  {row.name:21s} {row.case:58s} numba {row.numba_seconds:8.4f} s  uncompiled "
+                  f"{row.numpy_seconds:8.3f} s  uncompiled/numba = {row.ratio:6.0f} ({verdict})  "
                   f"max rel diff {row.max_rel_diff:.1e}")
+        for case, seconds, pieces in r.sweeps:
+            print(f"  bernstein_sweep (the whole proof) {case}: {seconds:.2f} s, {pieces} simplices")
+        names = dict.fromkeys(row.name for row in r.rows)
         print("verdicts:")
-        for name in dict.fromkeys(row.name for row in r.rows):
+        for name in names:
             row = next(x for x in r.rows if x.name == name)
-            print(f"  {name:23s} {'wired' if row.wired else 'not wired'}: {row.verdict}")
-        if r.cold_seconds is not None:
-            print(f"for scale: numba import + first kernel call in a fresh process {r.cold_seconds:.3f} s; one warm "
-                  f"A-optimal solve of cheb19 n=2000 {r.solve_seconds:.3f} s")
+            print(f"  {name:21s} {'wired' if row.wired else 'not wired'}: {row.verdict}")
+        print("  (the per-candidate kernels of the convex solvers were removed: each lost to BLAS or was not worth "
+              "numba's import)")
     _print_reduction()
     return 0
+
+
+def _sandwich_cases(text):
+    """``SEED:N`` pairs (``SEED`` an integer or ``issue``; ``N >= 4``), one-line error naming ``--sandwich-cases``."""
+    out = []
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        parts = item.strip().split(":")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            seed = None if parts[0].strip().lower() == "issue" else int(parts[0])
+            n = int(parts[1])
+            if n < 4 or (seed is not None and seed < 0):
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"--sandwich-cases must be comma-separated SEED:N pairs (SEED a non-negative integer or "
+                             f"'issue', N an integer >= 4); got {text!r}") from None
+        out.append((seed, n))
+    if not out:
+        raise ValueError(f"--sandwich-cases must name at least one SEED:N pair; got {text!r}")
+    from noisealloc.theory.request_limits import MAX_POINTS
+
+    if max(n for _s, n in out) > MAX_POINTS:
+        raise ValueError(f"--sandwich-cases: grid size {max(n for _s, n in out)} is above the limit {MAX_POINTS}")
+    return out
+
+
+def _numba_threads() -> int:
+    from noisealloc.theory import _numba
+
+    return _numba.num_threads()
+
+
+def _solver_sandwich_run(args) -> int:
+    """``bench solver --sandwich``: the two-parameter sandwich table (:func:`noisealloc.verify.bench.sandwich.measure_sandwich`)."""
+    import numpy as np
+
+    from noisealloc.theory.tolerances import SANDWICH_GLOBAL_RTOL
+    from noisealloc.verify.bench.sandwich import SANDWICH_CASES, measure_sandwich
+
+    cases = SANDWICH_CASES if args.sandwich_cases is None else _sandwich_cases(args.sandwich_cases)
+    rows = measure_sandwich(cases)
+    print("two-parameter sandwich (A = f f^T, G = s^2(lam) A + r r^T on [-4, 4]): solve (defaults) against the oracle "
+          "(every pair of levels, bounded scalar minimiser; every triple, barycentric grid + SLSQP)")
+    print(f"{'instance':9s} {'n':>3s} {'value':>17s} {'label':12s} {'proved lower bound':>18s} {'time':>7s} {'CPU':>7s} "
+          f"{'oracle':>17s} {'rel diff':>9s} {'oracle time':>11s} {'local optima up to':>18s}  atoms (lambda)")
+    for r in rows:
+        lb = "-" if not np.isfinite(r.lower_bound) else f"{r.lower_bound:.10g}"
+        spread = "-" if not np.isfinite(r.local_spread) else f"+{100 * r.local_spread:.2f}%"
+        print(f"{r.name:9s} {r.n:3d} {r.value:17.12g} {r.optimality:12s} {lb:>18s} {r.seconds:6.2f}s {r.cpu_seconds:6.2f}s "
+              f"{r.oracle_value:17.12g} {r.rel_diff:+9.1e} {r.oracle_seconds:10.2f}s{'' if r.triples else '*'} "
+              f"{spread:>18s}  {np.round(r.atoms, 4).tolist()}")
+    n_glob = sum(r.optimality == "global" for r in rows)
+    mean = float(np.mean([r.seconds for r in rows]))
+    mean_cpu = float(np.mean([r.cpu_seconds for r in rows]))
+    bad = [r.name + f" n={r.n}" for r in rows if not r.consistent]
+    print(f"global on {n_glob} of {len(rows)}; mean solve time {mean:.2f} s (max {max(r.seconds for r in rows):.2f} s); "
+          f"mean CPU {mean_cpu:.2f} s ({_numba_threads()} numba threads); max |rel diff| to the oracle {max(abs(r.rel_diff) for r in rows):.1e}; "
+          + ("every value within SANDWICH_GLOBAL_RTOL = %g of the oracle or below it, no proved bound above it"
+             % SANDWICH_GLOBAL_RTOL if not bad else f"INCONSISTENT with the oracle: {', '.join(bad)}"))
+    if not all(r.triples for r in rows):
+        print("* oracle over pairs only on this instance")
+    return 0 if not bad else 1
 
 
 def _e_arguments(parser) -> None:

@@ -1,106 +1,78 @@
-"""Compiled solver kernels (noisealloc.solvers._kernels) against their numpy references, and the
-solvers on the numba path against the numpy path: equal within KERNEL_PATH_RTOL."""
+"""The compiled kernels that ``solve`` runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's
+Bernstein proof) against the same code uncompiled, and the gateway fixture of tests/conftest.py.
+
+The per-candidate kernels of the convex solvers (the former noisealloc.solvers._kernels) lost to BLAS in
+``bench solver --kernels`` and were never wired; they were removed with their tests.
+"""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 
-from noisealloc.solvers import solve
+from noisealloc.solvers import make_problem
 from noisealloc.theory import _numba
-from noisealloc.theory.tolerances import FW_GAP_RTOL
-
-#: The two paths differ only in the order of summation of sums of <= a few thousand terms, and the
-#: solvers' results only through such sums (the brief's bound, 1e-12 relative: ~4500 eps).
-KERNEL_PATH_RTOL = 1e-12
+from noisealloc.theory.tolerances import SANDWICH_GLOBAL_RTOL
 
 needs_numba = pytest.mark.skipif(not _numba.HAVE_NUMBA, reason="numba is not available (or disabled)")
 
 
-def _stack(n, m, seed):
+def _instance(n, seed):
     rng = np.random.default_rng(seed)
-    f = rng.standard_normal((n, m))
-    g = rng.standard_normal((n, m))
-    return f[:, :, None] * f[:, None, :] + 0.5 * g[:, :, None] * g[:, None, :]
+    F = rng.normal(size=(n, 2))
+    A = F[:, :, None] * F[:, None, :]
+    R = rng.normal(size=(n, 2)) * rng.uniform(0, 1, (n, 1))
+    G = rng.uniform(0.1, 3.0, n)[:, None, None] * A + R[:, :, None] * R[:, None, :]
+    return make_problem(A, "sandwich", G=G, A_eval=np.eye(2))
 
 
 @needs_numba
-@pytest.mark.parametrize("n,m", [(7, 1), (200, 3), (1000, 10)])
-def test_each_kernel_matches_its_numpy_reference(n, m):
-    from noisealloc.solvers import _kernels as K
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sweep_kernel_compiled_equals_uncompiled_on_every_support(seed, monkeypatch):
+    """Status and number of simplices of every support: the compiled kernel and the same Python code (helpers
+    uncompiled too) agree exactly, above, at and below the true minimum (where a point below is found)."""
+    from noisealloc.solvers import _sandwich_kernels as K
+    from noisealloc.verify.bench.solver import _proof_inputs, _sweep_sample
 
-    rng = np.random.default_rng(n + m)
-    A = _stack(n, m, n)
-    Af = A.reshape(n, m * m)
-    idx = np.sort(rng.choice(n, min(n, 40), replace=False))
-    w = rng.dirichlet(np.ones(idx.size))
-    out = np.empty(m * m)
-    K.weighted_sum(Af, idx, w, out)
-    np.testing.assert_allclose(out, K.weighted_sum_numpy(Af, idx, w), rtol=KERNEL_PATH_RTOL, atol=0)
-    D = rng.standard_normal((m, m))
-    D = (D + D.T).ravel()
-    g = np.empty(n)
-    K.sensitivities(Af, D, g)
-    ref = K.sensitivities_numpy(Af, D)
-    # a sum of terms of both signs: relative to the sum of magnitudes, not to the (possibly tiny) result
-    np.testing.assert_array_less(np.abs(g - ref), KERNEL_PATH_RTOL * (np.abs(Af) @ np.abs(D)) + 1e-300)
-    Kinv = np.linalg.inv(A.mean(axis=0))
-    H = np.empty((idx.size, idx.size))
-    K.hessian_logdet(A, idx, Kinv, H)
-    np.testing.assert_allclose(H, K.hessian_logdet_numpy(A, idx, Kinv), rtol=KERNEL_PATH_RTOL,
-                               atol=KERNEL_PATH_RTOL * np.abs(H).max())
-    p = rng.dirichlet(np.ones(n))
-    gg = -rng.uniform(0.1, 2.0, n)
-    gg[0] = 0.5  # a positive sensitivity is clipped to 0 by both
-    q = np.empty(n)
-    K.multiplicative_weights(p, gg, 0.5, q)
-    np.testing.assert_allclose(q, K.multiplicative_weights_numpy(p, gg, 0.5), rtol=KERNEL_PATH_RTOL, atol=0)
-    assert q[0] == 0.0
+    prob = _instance(7, seed)
+    supports = [np.array(S, dtype=np.int64) for S in itertools.combinations(range(7), 4)]
+    from noisealloc.solvers import solve
+
+    v = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.W, global_search=False).value
+    for target in (0.5 * v, (1 - SANDWICH_GLOBAL_RTOL) * v, 1.5 * v):
+        args = _proof_inputs(prob, target)
+        out_nb = _sweep_sample(K._sweep_one, supports, args)
+        for h in ("_root", "_gather", "_n_sets", "_unrank"):
+            monkeypatch.setattr(K, h, getattr(K, h).py_func)
+        out_py = _sweep_sample(K._sweep_one.py_func, supports, args)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(out_nb, out_py)
+    assert out_nb[:, 0].max() == 1  # 1.5 v: some support holds a point below it
 
 
-def _on_path(path, monkeypatch, fn):
-    with monkeypatch.context() as mp:
-        if path == "numpy":
-            mp.setattr(_numba, "HAVE_NUMBA", False)
-        return fn()
+@needs_numba
+def test_bench_kernels_rows_at_a_small_size():
+    from noisealloc.verify.bench.solver import measure_kernels
+
+    r = measure_kernels(sizes=(9,), sample=20, repeat=1, full_sweep=False)
+    assert r.have_numba and len(r.rows) == 1 and not r.sweeps
+    row = r.rows[0]
+    assert row.wired and row.max_rel_diff == 0.0 and row.numba_seconds > 0 and row.numpy_seconds > 0
+    assert "20 of 126 supports" in row.case
 
 
-def test_only_wired_kernels_are_called_by_the_solvers():
-    """A kernel that lost in ``bench solver --kernels`` is not wired: no solver module names it."""
+def test_no_solver_module_imports_the_removed_convex_kernels():
     from pathlib import Path
 
     import noisealloc.solvers as S
 
-    wired = {"weighted_sum": False, "sensitivities": False, "hessian_logdet": False, "multiplicative_weights": False}
-    src = {p.name: p.read_text() for p in Path(S.__file__).parent.glob("*.py") if p.name != "_kernels.py"}
-    for name, is_wired in wired.items():
-        users = [f for f, text in src.items() if f"_kernels import {name}" in text or f"_kernels.{name}" in text]
-        assert bool(users) == is_wired, (name, users)
-    if _numba.HAVE_NUMBA:
-        from noisealloc.solvers._kernels import VERDICTS, WIRED
-
-        assert WIRED == wired and set(VERDICTS) == set(wired)
-
-
-@needs_numba
-@pytest.mark.parametrize("crit,method", [("A", "multiplicative"), ("D", "frank-wolfe"), ("D", "rex"),
-                                         ("L", "multiplicative")])
-def test_solve_equal_on_both_paths(crit, method, monkeypatch):
-    """The same solve on the numba and the numpy path: values within KERNEL_PATH_RTOL.
-
-    The weights are compared at the solver's own accuracy, FW_GAP_RTOL: the two paths' moment
-    matrices differ in the last bits, so the iterates do too, and an iterative solver stopping at a
-    relative gap of 1e-8 pins the weights of a flat optimum only to about that (D/rex: 7.5e-10 seen)."""
-    x = np.linspace(-1.0, 1.0, 201)
-    F = np.polynomial.chebyshev.chebvander(x, 4)
-    A = F[:, :, None] * F[:, None, :]
-    kw = {"W": np.diag(np.arange(1.0, 6.0))} if crit == "L" else {}
-    ra = _on_path("numba", monkeypatch, lambda: solve(A, crit, method=method, grid=x, rng=5, **kw))
-    rb = _on_path("numpy", monkeypatch, lambda: solve(A, crit, method=method, grid=x, rng=5, **kw))
-    assert ra.success and rb.success
-    np.testing.assert_allclose(ra.value, rb.value, rtol=KERNEL_PATH_RTOL)
-    np.testing.assert_allclose(ra.weights, rb.weights, rtol=0, atol=FW_GAP_RTOL)
-    np.testing.assert_array_equal(ra.support, rb.support)
+    root = Path(S.__file__).parent
+    assert not (root / "_kernels.py").exists()
+    for p in root.rglob("*.py"):
+        text = p.read_text()
+        assert "solvers._kernels" not in text and "from noisealloc.solvers import _kernels" not in text, p
 
 
 _HAVE_NUMBA_AT_IMPORT = _numba.HAVE_NUMBA
@@ -113,3 +85,20 @@ def test_solver_kernel_fixture_switches_the_gateway(solver_kernel):
 
 def test_gateway_restored_after_the_fixture():
     assert _numba.HAVE_NUMBA == _HAVE_NUMBA_AT_IMPORT
+
+
+def test_without_numba_the_default_proof_is_limited_to_small_grids(monkeypatch):
+    """With the gateway off the proof's kernels would run as plain Python: the default global search then
+    stops at SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON levels and the message says why."""
+    import warnings
+
+    from noisealloc.solvers import solve
+    from noisealloc.theory.tolerances import SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON
+
+    prob = _instance(SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON + 1, 3)
+    monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = solve(prob.A, "sandwich", G=prob.G, A_eval=prob.W, n_random_starts=0)
+    assert res.optimality == "local (KKT)"
+    assert "SANDWICH_BERNSTEIN_MAX_LEVELS_PYTHON (numba is missing or disabled)" in res.message

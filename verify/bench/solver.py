@@ -28,8 +28,9 @@ solver`` front end that parses and prints is :mod:`noisealloc.commands.bench`.
 Both modes end with a ``reduce_support`` row (:func:`measure_reduction`): Carathéodory reduction
 of dense weights at n = 1000, m = 10, and the updated-QR sweep against the former SVD elimination
 at n = 200.  ``bench solver --kernels`` instead times each compiled solver kernel against its numpy
-reference on the same inputs (:func:`measure_kernels`; first call excluded) and prints why each
-is or is not wired into the solvers (:mod:`noisealloc.solvers._kernels`).
+reference on the same inputs (:func:`measure_kernels`; first call excluded): the kernels that ``solve``
+runs, those of the two-parameter sandwich proof (:mod:`noisealloc.solvers._sandwich_kernels`), against
+the same code uncompiled.
 
 E-optimal rows (:func:`measure_e`): ``solve(A, 'E')`` on :func:`cheb_problem` ``(m, n)`` (Chebyshev
 degree ``m - 1`` on ``n`` points), its certified relative gap (spectraplex dual of
@@ -224,24 +225,25 @@ def measure(problems=("cheb19", "rank3", "model-like"), sizes=(500, 2000, 20000)
 
 @dataclass(frozen=True)
 class KernelBenchRow:
-    """One compiled kernel against its numpy reference (:mod:`noisealloc.solvers._kernels`), same inputs.
+    """One compiled kernel that ``solve`` runs, against its pure-Python/numpy path on the same inputs.
 
     Attributes
     ----------
     name : str
-        Kernel name.
+        Kernel name (:mod:`noisealloc.solvers._sandwich_kernels`).
     case : str
-        Input sizes.
+        Inputs (instance, levels, supports).
     numba_seconds, numpy_seconds : float
-        Best of ``repeat`` calls each, after a warm-up call (compile or cache load excluded).
+        Wall time of the compiled kernel and of the same code uncompiled (the path taken when numba is
+        missing or ``NOISEALLOC_DISABLE_NUMBA`` is set), first call (compile or cache load) excluded.
     ratio : float
         ``numpy_seconds / numba_seconds``: above 1 the kernel wins.
     max_rel_diff : float
-        Largest difference between the two results, relative to the largest entry of the reference.
+        Largest difference of the two paths' outputs (status and simplices per support), relative.
     wired : bool
-        Whether the solvers call the kernel (:data:`noisealloc.solvers._kernels.WIRED`).
+        Whether ``solve`` calls the kernel.
     verdict : str
-        Why it is or is not wired (:data:`noisealloc.solvers._kernels.VERDICTS`).
+        Where it runs.
     """
 
     name: str
@@ -264,19 +266,17 @@ class KernelBenchResult:
     warmup_seconds : dict
         Kernel name -> time of its first call (numba compile, or load from numba's cache), excluded
         from the rows.
-    cold_seconds : float or None
-        In a fresh interpreter: ``import numba`` plus the first call of ``weighted_sum`` (cache load),
-        the price the first solver call in a process would pay for a wired kernel.
-    solve_seconds : float or None
-        One warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``, for scale.
+    sweeps : list of (str, float, int)
+        ``(case, seconds, simplices)`` of the whole compiled sweep (every set of four levels, numba's
+        threads) at the sizes ``solve`` uses it, for scale; the uncompiled path is not run there (the
+        sample's ratio says how long it would take).
     have_numba : bool
         False when numba is missing or disabled (then nothing is measured).
     """
 
     rows: list
     warmup_seconds: dict
-    cold_seconds: float | None
-    solve_seconds: float | None
+    sweeps: list
     have_numba: bool
 
 
@@ -289,97 +289,123 @@ def _best(fn, repeat):
     return best
 
 
-def measure_kernels(cases=((1000, 10), (20000, 10), (2000, 20)), *, support=40, repeat=30,
-                    solve_problem=("cheb19", 2000)) -> KernelBenchResult:
-    """Time every solver kernel against its numpy reference in one run, one BLAS thread (the solvers' setting).
+def _proof_inputs(prob, target):
+    """The arguments of the Bernstein kernels for ``prob`` at ``target`` (as :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` builds them)."""
+    from noisealloc.solvers import _sandwich_kernels as K
+    from noisealloc.solvers.sandwich_global import bernstein_tensors, sigma_margins
+    from noisealloc.theory.tolerances import EPS, SANDWICH_BERNSTEIN_MAX_DEPTH, SANDWICH_BERNSTEIN_ULPS
 
-    Inputs per case ``(n, m)``: ``A_i = f_i f_i^T + g_i g_i^T`` with standard normal ``f, g`` (seed 0),
-    a sparse support of ``support`` candidates, a random symmetric ``D``.  The first call of each
-    kernel (numba compile or cache load) is timed separately and excluded.  For scale, the cost of
-    numba in a fresh process (import and the first kernel call, in a subprocess) and the time of one
-    warm A-optimal :func:`~noisealloc.solvers.solve` of ``solve_problem``.
+    SN3, SN3a, B2, B2a = bernstein_tensors(prob)
+    md = SANDWICH_BERNSTEIN_MAX_DEPTH
+    tau = SANDWICH_BERNSTEIN_ULPS * EPS * (md + 4)
+    Aq = np.ascontiguousarray(np.stack([prob.A[:, 0, 0], 0.5 * (prob.A[:, 0, 1] + prob.A[:, 1, 0]), prob.A[:, 1, 1]], 1))
+    return (SN3, SN3a, B2, B2a, target, tau, md, K.MULTISETS, K.CHILD_SRC, K.CHILD_W, K.VERTEX_ROWS, K._MULTINOM,
+            sigma_margins(prob, target), Aq)
+
+
+def _sweep_sample(sweep_one, supports, args):
+    """``_sweep_one`` over the given supports (serial); returns (status, simplices) per support."""
+    md = args[6]
+    cap = md + 2
+    work = (np.empty((cap, 35)), np.empty((cap, 4, 4)), np.empty(cap, np.int64), np.empty(35), np.empty(35), np.zeros(4))
+    out = np.empty((len(supports), 2))
+    for k, S in enumerate(supports):
+        st, pcs, _no = sweep_one(S, *args, *work)
+        out[k] = st, pcs
+    return out
+
+
+def measure_kernels(sizes=(41, 64), *, sample: int = 120, repeat: int = 3, full_sweep: bool = True) -> KernelBenchResult:
+    """Time the compiled kernels that ``solve`` runs against their uncompiled path, on the same inputs.
+
+    The only numba kernels on ``solve``'s path are the two-parameter sandwich proof's
+    (:mod:`noisealloc.solvers._sandwich_kernels`, run by
+    :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` for every two-parameter sandwich on at
+    most ``SANDWICH_BERNSTEIN_MAX_LEVELS`` levels).  Inputs: the issue-15 instance
+    (:func:`noisealloc.verify.bench.sandwich.sandwich_instance`) on ``n`` levels, at its global optimum
+    (the target the proof runs at); ``sample`` sets of four levels spread evenly over all of them.  The
+    per-support kernel ``_sweep_one`` (with its helpers ``_root``, ``_gather``) runs compiled and as the
+    same Python code (the path without numba), serially, best of ``repeat``; the outputs (status and
+    simplices per support) must agree.  ``full_sweep`` also times the whole compiled sweep
+    (``bernstein_sweep``, all :math:`\binom n4` supports on numba's threads) for scale.
 
     Parameters
     ----------
-    cases : sequence of (int, int)
-        ``(n, m)`` of the inputs.
-    support : int
-        Size of the sparse support (``weighted_sum``, ``hessian_logdet``).
+    sizes : sequence of int
+        Levels of the instances (the bench table's 41 and 64).
+    sample : int
+        Supports timed on both paths per size.
     repeat : int
-        Best of this many calls.
-    solve_problem : (str, int) or None
-        Problem name (:func:`problem`) and ``n`` of the solve timed for scale; None skips it and the
-        fresh-process measurement.
+        Best of this many runs (the uncompiled path once: it is the slow one).
+    full_sweep : bool
+        Time the whole compiled sweep too.
 
     Returns
     -------
     KernelBenchResult
     """
-    from noisealloc.solvers import single_blas_thread
+    import itertools
+    import warnings
+    from math import comb
+
     from noisealloc.theory import _numba
 
     if not _numba.HAVE_NUMBA:
-        return KernelBenchResult(rows=[], warmup_seconds={}, cold_seconds=None, solve_seconds=None, have_numba=False)
-    from noisealloc.solvers import _kernels as K
+        return KernelBenchResult(rows=[], warmup_seconds={}, sweeps=[], have_numba=False)
+    from noisealloc.solvers import _sandwich_kernels as K
+    from noisealloc.solvers import solve
+    from noisealloc.solvers.problem import as_problem
+    from noisealloc.theory.tolerances import SANDWICH_GLOBAL_RTOL
+    from noisealloc.verify.bench.sandwich import sandwich_instance
 
-    rows, warm = [], {}
-
-    def rel(a, b):
-        return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), np.finfo(float).tiny))
-
-    def add(name, case, fn_nb, fn_np, result):
+    rows, warm, sweeps = [], {}, []
+    helpers = ("_root", "_gather", "_n_sets", "_unrank")
+    for n in sizes:
+        lam, A, G, Aw = sandwich_instance(None, int(n))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = solve(A, "sandwich", G=G, A_eval=Aw, grid=lam, global_search=False)
+        prob = as_problem(A, "sandwich", G=G, A_eval=Aw, grid=lam)
+        target = (1.0 - SANDWICH_GLOBAL_RTOL) * float(res.value)
+        args = _proof_inputs(prob, target)
+        total = comb(int(n), 4)
+        pick = set(np.linspace(0, total - 1, min(sample, total)).astype(int).tolist())
+        supports = [np.array(S, dtype=np.int64) for q, S in enumerate(itertools.combinations(range(int(n)), 4)) if q in pick]
+        name = "_sweep_one"
         if name not in warm:
             t0 = time.perf_counter()
-            fn_nb()
+            _sweep_sample(K._sweep_one, supports[:1], args)
             warm[name] = time.perf_counter() - t0
-        t_nb, t_np = _best(fn_nb, repeat), _best(fn_np, repeat)
-        rows.append(KernelBenchRow(name=name, case=case, numba_seconds=t_nb, numpy_seconds=t_np, ratio=t_np / t_nb,
-                                   max_rel_diff=rel(result(), fn_np()), wired=bool(K.WIRED[name]),
-                                   verdict=K.VERDICTS[name]))
+        t_nb = _best(lambda: _sweep_sample(K._sweep_one, supports, args), repeat)
+        out_nb = _sweep_sample(K._sweep_one, supports, args)
+        saved = {h: getattr(K, h) for h in helpers}
+        try:
+            # the uncompiled path: the same Python functions, helpers included (looked up as module globals)
+            for h in helpers:
+                setattr(K, h, saved[h].py_func)
+            t0 = time.perf_counter()
+            out_py = _sweep_sample(K._sweep_one.py_func, supports, args)
+            t_py = time.perf_counter() - t0
+        finally:
+            for h, f in saved.items():
+                setattr(K, h, f)
+        diff = float(np.max(np.abs(out_nb - out_py) / np.maximum(np.abs(out_py), 1.0)))
+        pieces = int(out_nb[:, 1].sum())
+        rows.append(KernelBenchRow(
+            name="bernstein _sweep_one", case=f"issue n={n}, {len(supports)} of {total} supports ({pieces} simplices)",
+            numba_seconds=t_nb, numpy_seconds=t_py, ratio=t_py / t_nb, max_rel_diff=diff, wired=True,
+            verdict="runs in solve for every two-parameter sandwich on <= SANDWICH_BERNSTEIN_MAX_LEVELS levels "
+                    "(bernstein_proof, through bernstein_sweep on numba's threads)"))
+        if full_sweep:
+            from noisealloc.solvers.sandwich_global import bernstein_proof
 
-    with single_blas_thread():
-        for n, m in cases:
-            rng = np.random.default_rng(0)
-            f, g = rng.standard_normal((2, n, m))
-            A = f[:, :, None] * f[:, None, :] + g[:, :, None] * g[:, None, :]
-            Af = A.reshape(n, m * m)
-            s = min(support, n)
-            idx = np.sort(rng.choice(n, s, replace=False))
-            w = rng.dirichlet(np.ones(s))
-            D = rng.standard_normal((m, m))
-            D = (D + D.T).ravel()
-            Kinv = np.linalg.inv(A.mean(axis=0))
-            p = rng.dirichlet(np.ones(n))
-            gs = -np.abs(rng.standard_normal(n))
-            o_ws, o_s, o_h, o_q = np.empty(m * m), np.empty(n), np.empty((s, s)), np.empty(n)
-            case = f"n={n} m={m}"
-            add("weighted_sum", f"{case} support {s}", lambda: K.weighted_sum(Af, idx, w, o_ws),
-                lambda: K.weighted_sum_numpy(Af, idx, w), lambda: o_ws)
-            add("sensitivities", case, lambda: K.sensitivities(Af, D, o_s), lambda: K.sensitivities_numpy(Af, D),
-                lambda: o_s)
-            add("hessian_logdet", f"{case} face {s}", lambda: K.hessian_logdet(A, idx, Kinv, o_h),
-                lambda: K.hessian_logdet_numpy(A, idx, Kinv), lambda: o_h)
-            add("multiplicative_weights", case, lambda: K.multiplicative_weights(p, gs, 0.5, o_q),
-                lambda: K.multiplicative_weights_numpy(p, gs, 0.5), lambda: o_q)
-    cold = t_solve = None
-    if solve_problem is not None:
-        import subprocess
-        import sys
-
-        from noisealloc.solvers import solve
-
-        code = ("import time; t0 = time.perf_counter(); import numpy as np; import numba; "
-                "from noisealloc.solvers import _kernels as K; "
-                "K.weighted_sum(np.ones((3, 4)), np.arange(2), np.ones(2), np.empty(4)); "
-                "print(time.perf_counter() - t0)")
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-        cold = float(out.strip().splitlines()[-1])
-        name, n = solve_problem
-        lam, A = problem(name, n)
-        with single_blas_thread():
-            solve(A, "A", grid=lam)
-            t_solve = _best(lambda: solve(A, "A", grid=lam), 3)
-    return KernelBenchResult(rows=rows, warmup_seconds=warm, cold_seconds=cold, solve_seconds=t_solve, have_numba=True)
+            if "bernstein_sweep" not in warm:
+                t0 = time.perf_counter()
+                bernstein_proof(as_problem(A[:8], "sandwich", G=G[:8], A_eval=Aw), 1.0, rtol=SANDWICH_GLOBAL_RTOL)
+                warm["bernstein_sweep"] = time.perf_counter() - t0
+            bb = bernstein_proof(prob, float(res.value), rtol=SANDWICH_GLOBAL_RTOL)
+            sweeps.append((f"issue n={n}, all {total} supports, {_numba.num_threads()} threads", bb.seconds, int(bb.boxes)))
+    return KernelBenchResult(rows=rows, warmup_seconds=warm, sweeps=sweeps, have_numba=True)
 
 
 # ------------------------------------------------------------------ support reduction (reduce_support row)

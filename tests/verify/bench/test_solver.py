@@ -35,19 +35,36 @@ def test_bad_sizes_are_one_line_naming_the_option(capsys):
         assert len(err) == 1 and f"{option} must be comma-separated integers >= 2" in err[0], err
 
 
+@pytest.mark.slow
 def test_bench_solver_kernels_prints_each_kernel_and_the_reduction_row(capsys):
     from noisealloc.theory import _numba
 
     assert main(["bench", "solver", "--kernels"]) == 0
     out = capsys.readouterr().out
     if _numba.HAVE_NUMBA:
-        for name in ("weighted_sum", "sensitivities", "hessian_logdet", "multiplicative_weights"):
-            lines = [ln for ln in out.splitlines() if ln.startswith(f"  {name} ")]
-            assert sum("numpy/numba =" in ln for ln in lines) == 3, name  # three cases
-            assert sum("wired:" in ln for ln in lines) == 1, name  # one verdict
-        assert "first call (numba compile or cache load) is excluded" in out and "numpy/numba =" in out
-        assert "not wired" in out and "fresh process" in out
+        lines = [ln for ln in out.splitlines() if ln.startswith("  bernstein _sweep_one ")]
+        assert sum("uncompiled/numba =" in ln for ln in lines) == 2  # n = 41 and 64
+        assert all("max rel diff 0.0e+00" in ln and "numba wins" in ln for ln in lines if "uncompiled/numba" in ln)
+        assert out.count("bernstein_sweep (the whole proof) issue n=") == 2
+        assert "first call (numba compile or cache load) is excluded" in out and "wired: runs in solve" in out
+        for gone in ("weighted_sum", "sensitivities", "hessian_logdet", "multiplicative_weights"):
+            assert f"  {gone} " not in out
     assert "reduce_support (D, Chebyshev m=10, dense weights) n=1000" in out and "atoms 1000 -> 19" in out
+
+
+def test_bench_solver_sandwich_tiny_prints_the_table(capsys):
+    assert main(["bench", "solver", "--sandwich", "--sandwich-cases", "issue:9,3:8"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith(("issue ", "seed=3 "))]
+    assert len(rows) == 2 and all(" global " in ln for ln in rows)
+    assert "global on 2 of 2; mean solve time" in out and "no proved bound above it" in out
+
+
+def test_bench_solver_sandwich_bad_cases_are_one_line(capsys):
+    for text in ("x:9", "3", "3:2", "issue:9:1", ","):
+        assert main(["bench", "solver", "--sandwich", "--sandwich-cases", text]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--sandwich-cases must" in err[0], err
 
 
 def test_measure_reduction_row():
