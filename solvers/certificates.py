@@ -109,6 +109,9 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
     sup_slack = float(np.max(np.abs(g[support] - gbar))) if support.size else 0.0
     eq_ok = bool(eq_slack >= -rtol * sc and sup_slack <= rtol * sc)
     bound = prob.atom_bound
+    gap_given = None
+    if prob.convex and prob.criterion != "E" and prob.input_perturbation > 0:
+        gap_given = gap_as_given(prob, p)
     return Certificate(
         criterion=prob.criterion,
         kind="duality-gap" if prob.convex else "kkt",
@@ -129,7 +132,49 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
         regularization=prob.regularization,
         dual_matrix=dual,
         surrogate_value=surrogate_value if prob.criterion == "sandwich" else None,
+        input_perturbation=float(prob.input_perturbation),
+        psd_projection=float(prob.psd_projection),
+        gap_as_given=gap_given,
     )
+
+
+def gap_as_given(prob: Problem, p: np.ndarray) -> float:
+    r"""A bound on :math:`\Phi(p) - \Phi^*` of the input as given when the matrices solved differ from it.
+
+    Every moment matrix of the input, in the problem's coordinates, satisfies
+    :math:`\tilde M(q) - \eta I \preceq M(q) \preceq \tilde M(q) + \eta I` with
+    :math:`\eta` = ``prob.input_perturbation``.  The convex criteria L, A, c and D are antitone in
+    ``M``, so :math:`\Phi(p) \le \Phi_{-\eta}(p)` and
+    :math:`\Phi^* \ge \Phi^*_{+\eta} \ge \Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p)` (the Frank-Wolfe
+    gap of the ridged problem), where :math:`\Phi_{\pm\eta}` is the criterion of :math:`\tilde M \pm \eta I`.
+
+    Parameters
+    ----------
+    prob : Problem
+        A convex problem other than 'E'.
+    p : ndarray, shape (n,)
+
+    Returns
+    -------
+    float
+        :math:`\Phi_{-\eta}(p) - \Phi_{+\eta}(p) + \mathrm{gap}_{+\eta}(p)`; ``inf`` when
+        :math:`\tilde M(p) - \eta I` is not positive definite.
+    """
+    from dataclasses import replace
+
+    from noisealloc.solvers.criteria import SingularMomentError
+
+    eta = prob.input_perturbation
+    lo = replace(prob, regularization=prob.regularization - eta)
+    hi = replace(prob, regularization=prob.regularization + eta)
+    try:
+        upper = evaluate(lo, p).value
+    except SingularMomentError:
+        return float("inf")
+    ev = evaluate(hi, p)
+    g = gradient(hi, ev)
+    lower = ev.value - max(float(p @ g) - float(g.min()), 0.0)
+    return float(max(upper - lower, 0.0))
 
 
 def sensitivity_parts(prob: Problem, p: np.ndarray):

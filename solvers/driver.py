@@ -262,6 +262,11 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     support = np.flatnonzero(p > 0)
     label = method + ("+polish" if polish else "")
     message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
+    if cert.gap_as_given is not None:
+        message += (f"; for the input as given (preconditioning perturbed its matrices by eta = "
+                    f"{cert.input_perturbation:.3g} in the solved coordinates, negative eigenvalues projected away: "
+                    f"{cert.psd_projection:.3g} relative) the relative gap is bounded by "
+                    f"{cert.gap_as_given / cert.scale:.3g}")
     if prob.criterion == "sandwich":
         message += f"; optimality: {optimality} ({proof})"
     if status != 0:

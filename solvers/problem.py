@@ -50,6 +50,7 @@ from noisealloc.solvers.criteria import (
 )
 from noisealloc.theory.errors import RegularizationWarning, as_float_array, check_choice, check_finite
 from noisealloc.theory.tolerances import EPS, PRECOND_QR_RCOND, PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
+from noisealloc.theory.tolerances import PRECOND_BACKWARD_ULPS
 
 __all__ = [
     "CRITERIA",
@@ -108,6 +109,16 @@ class Problem:
     value_offset : float
         Added to the criterion value of the preconditioned matrices to give the value of the
         problem as given: :math:`-2\log|\det T|` for D, 0 otherwise.
+    input_perturbation : float
+        QR preconditioning only (0 otherwise): a bound :math:`\eta` on
+        :math:`\max_i \|\tilde A_i - T^{-\top} A_i T^{-1}\|_2`, how far the matrices solved are from
+        the input as given in the problem's coordinates (rounding-level eigenvalues dropped, negative
+        ones included, plus the factorisations' backward error ``PRECOND_BACKWARD_ULPS``).  The
+        certificate bounds the gap of the input as given with it (``Certificate.gap_as_given``).
+    psd_projection : float
+        The largest :math:`\sum |w_k|` over the negative eigenvalues :math:`w_k` of a
+        Jacobi-scaled input matrix that the QR preconditioning projected away, relative to that
+        matrix's largest eigenvalue (0: no input matrix was indefinite in floating point).
     """
 
     A: np.ndarray
@@ -123,6 +134,8 @@ class Problem:
     precond: Optional[np.ndarray] = None
     precond_kind: str = "none"
     value_offset: float = 0.0
+    input_perturbation: float = 0.0
+    psd_projection: float = 0.0
 
     def transform(self, X) -> np.ndarray:
         r"""A matrix of the problem as given (an ``A`` or ``G`` at another level) in the problem's coordinates.
@@ -301,7 +314,8 @@ def _singular_error(what: str) -> ValueError:
 def _precondition(A: np.ndarray):
     r"""The congruence that makes the uniform moment matrix well conditioned (module docstring).
 
-    Returns ``(A_tilde, T, kind)`` with :math:`A_i = T^\top \tilde A_i T` and
+    Returns ``(A_tilde, T, kind, eta, psd_projection)`` (the last two: ``Problem.input_perturbation``
+    and ``Problem.psd_projection``) with :math:`A_i = T^\top \tilde A_i T` and
     :math:`\tilde M_u = \operatorname{mean}_i \tilde A_i` close to the identity.
 
     Raises ValueError when the uniform allocation (the largest range) is singular in floating point:
@@ -318,11 +332,12 @@ def _precondition(A: np.ndarray):
     As = A / np.outer(d, d)
     ev = np.linalg.eigvalsh(As.mean(axis=0))
     if ev[0] >= PRECOND_QR_RCOND * ev[-1]:
-        return As, np.diag(d), "jacobi"
+        return As, np.diag(d), "jacobi", 0.0, 0.0
     # Factors of the Jacobi-scaled matrices (columns of unit size, so each factor's normwise error is
     # columnwise too); eigenvalues below the eigensolver's resolution are rounding and are dropped.
-    w, U = np.linalg.eigh(As)
-    w = np.where(w > 4.0 * m * EPS * np.maximum(w[:, -1:], 0.0), w, 0.0)
+    w0, U = np.linalg.eigh(As)
+    keep = w0 > 4.0 * m * EPS * np.maximum(w0[:, -1:], 0.0)
+    w = np.where(keep, w0, 0.0)
     C = (U * np.sqrt(w)[:, None, :]).transpose(0, 2, 1).reshape(n * m, m)  # rows: sqrt(w_k) u_k^T
     Q, R = np.linalg.qr(C)
     R = R / np.sqrt(n)
@@ -337,7 +352,16 @@ def _precondition(A: np.ndarray):
             f"<= SINGULAR_RCOND = {SINGULAR_RCOND:.3g} (M itself: {rc * rc:.3g})")
     Qb = Q.reshape(n, m, m)
     At = n * (np.swapaxes(Qb, 1, 2) @ Qb)
-    return 0.5 * (At + np.swapaxes(At, 1, 2)), R * d[None, :], "qr"
+    # How far the matrices solved are from the input as given, in the solved coordinates (see
+    # Problem.input_perturbation): the dropped eigenpairs mapped by R^-1, plus the backward error.
+    Rinv = _triangular_inverse(R)
+    wmax = np.maximum(w0[:, -1], 0.0)
+    mapped = np.sum((Rinv.T @ U) ** 2, axis=1)  # ||R^-T u_k||^2, shape (n, m)
+    dropped = np.sum(np.where(keep, 0.0, np.abs(w0)) * mapped, axis=1)
+    backward = PRECOND_BACKWARD_ULPS * m * EPS * wmax * np.linalg.norm(Rinv, 2) ** 2
+    eta = float(np.max(dropped + backward))
+    neg = np.sum(np.where(w0 < 0, -w0, 0.0), axis=1) / np.maximum(wmax, np.finfo(float).tiny)
+    return 0.5 * (At + np.swapaxes(At, 1, 2)), R * d[None, :], "qr", eta, float(np.max(neg))
 
 
 def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
@@ -447,9 +471,9 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     # The uniform allocation has the largest range among all allocations: it decides singularity,
     # and (every criterion but E, which is not invariant under a change of basis) its factor is the
     # preconditioner.
-    T, kind, offset = None, "none", 0.0
+    T, kind, offset, eta, proj = None, "none", 0.0, 0.0, 0.0
     if criterion != "E":
-        At, T, kind = _precondition(A)
+        At, T, kind, eta, proj = _precondition(A)
         A = np.ascontiguousarray(At)
         Tinv = _triangular_inverse(T)
         if Gs is not None:
@@ -465,6 +489,16 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     Mu = A.mean(axis=0)
     ev = np.linalg.eigvalsh(Mu)
     lmax = ev[-1]
+    if criterion == "E" and lmax > 0 and ev[0] <= SINGULAR_RCOND * lmax:
+        # float64 eigenvalues cannot tell a tiny lambda_min from zero; the stacked factors (the
+        # preconditioner of the basis-invariant criteria) can.  Raises the singular error if singular.
+        _precondition(A)
+        raise ValueError(
+            f"A: criterion 'E' is not computable in float64 for this problem: the information matrix is "
+            f"nonsingular (its column-scaled factors are well conditioned, so D, A and c solve it), but the "
+            f"uniform allocation's lambda_min / lambda_max = {ev[0] / lmax:.3g} is at or below SINGULAR_RCOND "
+            f"= {SINGULAR_RCOND:.3g}, the resolution of float64 eigenvalues (E is not invariant under a change "
+            f"of parameter basis: rescale or reparametrise the parameters so that E's lambda_min is resolvable)")
     if lmax <= 0 or ev[0] <= SINGULAR_RCOND * lmax:
         raise _singular_error(
             f"the uniform allocation's M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
@@ -492,6 +526,8 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         precond=T,
         precond_kind=kind,
         value_offset=offset,
+        input_perturbation=eta,
+        psd_projection=proj,
     )
     if criterion == "sandwich":
         # The uniform allocation is the most regular one (largest range): its V fixes the scale on

@@ -161,6 +161,20 @@ class Certificate:
         (the convex surrogate, exact when :math:`G = sA`).
     offgrid : OffGridCheck or None
     exact : ExactCertificate or None
+    input_perturbation : float
+        The problem certified is the input as given.  When preconditioning perturbed it (the QR
+        path: ``Problem.input_perturbation`` :math:`\eta > 0`), ``gap`` is that of the matrices
+        solved, and ``gap_as_given`` bounds the gap of the input as given.
+    psd_projection : float
+        ``Problem.psd_projection``: relative size of the negative eigenvalues projected away (0: none).
+    gap_as_given : float or None
+        Convex criteria with :math:`\eta > 0`: a bound on :math:`\Phi(p) - \Phi^*` of the input as
+        given, :math:`\Phi_{-\eta}(p) - (\Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p))` with
+        :math:`\Phi_{\pm\eta}` the criterion of :math:`M(q) \pm \eta I` (every :math:`M(q)` of the
+        input lies between :math:`\tilde M(q) - \eta I` and :math:`\tilde M(q) + \eta I`, and the
+        criteria are antitone in M); ``inf`` when :math:`\tilde M(p) - \eta I` is not positive
+        definite.  None when the input was solved as given.  ``optimality_ok`` requires it within
+        ``rtol * scale``.
     """
 
     criterion: str
@@ -184,12 +198,17 @@ class Certificate:
     surrogate_value: Optional[float] = None
     offgrid: Optional[OffGridCheck] = None
     exact: Optional[ExactCertificate] = None
+    input_perturbation: float = 0.0
+    psd_projection: float = 0.0
+    gap_as_given: Optional[float] = None
 
     @property
     def optimality_ok(self) -> bool:
         """The optimality (convex) or KKT (sandwich) certificate holds: relative gap within ``rtol``
-        and the equivalence check passed.  What a solver's ``success`` requires."""
-        return bool(self.rel_gap <= self.rtol and self.equivalence_ok)
+        and the equivalence check passed, for the input as given (``gap_as_given`` within
+        ``rtol * scale`` when it is set).  What a solver's ``success`` requires."""
+        given_ok = self.gap_as_given is None or self.gap_as_given <= self.rtol * self.scale
+        return bool(self.rel_gap <= self.rtol and self.equivalence_ok and given_ok)
 
     @property
     def certified(self) -> bool:

@@ -130,6 +130,15 @@ SANDWICH_ROUNDING_ULPS = 1.0
 #: Householder QR, which is backward stable column by column, so monomial bases of degree 10 on
 #: [0, 1] (uniform moment rcond ~1e-14, a Hilbert-like matrix) lose nothing to their basis.
 PRECOND_QR_RCOND = 1e-4
+#: Backward error of the QR preconditioner, in units of m eps times each Jacobi-scaled A_i's norm: the
+#: eigen-factorisation A_i = C_i^T C_i (eigenvalues below 4 m eps of the largest dropped as rounding,
+#: which also projects the input's rounding-level negative eigenvalues onto the PSD cone) and the
+#: Householder QR of the stacked factors are backward stable at this level (Higham, "Accuracy and
+#: Stability of Numerical Algorithms", 2002, Thm 8.4 / 19.4, with their small constants).  Mapped
+#: into the preconditioned coordinates it is magnified by ||R^-1||^2 = 1/lambda_min of the scaled
+#: uniform moment: that size, ``Problem.input_perturbation``, bounds how far the problem solved is
+#: from the input as given, and the certificate bounds the gap of the input as given with it.
+PRECOND_BACKWARD_ULPS = 4.0
 #: Below this reciprocal condition number (a few hundred ulps) the uniform
 #: information matrix is singular in floating point: every allocation is singular.
 SINGULAR_RCOND = 256 * EPS
