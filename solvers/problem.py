@@ -50,7 +50,7 @@ from noisealloc.solvers.criteria import (
 )
 from noisealloc.theory.errors import RegularizationWarning, as_float_array, check_choice, check_finite
 from noisealloc.theory.tolerances import EPS, PRECOND_QR_RCOND, PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
-from noisealloc.theory.tolerances import PRECOND_BACKWARD_ULPS
+from noisealloc.theory.tolerances import PRECOND_RESIDUAL_ULPS
 
 __all__ = [
     "CRITERIA",
@@ -67,6 +67,7 @@ __all__ = [
     "scale",
     "hessian",
     "new_counters",
+    "unit_scaled",
 ]
 
 #: Weights given as a probability vector must sum to one within this (absolute): a vector
@@ -112,8 +113,9 @@ class Problem:
     input_perturbation : float
         QR preconditioning only (0 otherwise): a bound :math:`\eta` on
         :math:`\max_i \|\tilde A_i - T^{-\top} A_i T^{-1}\|_2`, how far the matrices solved are from
-        the input as given in the problem's coordinates (rounding-level eigenvalues dropped, negative
-        ones included, plus the factorisations' backward error ``PRECOND_BACKWARD_ULPS``).  The
+        the input as given in the problem's coordinates, from the residual of the float matrices in
+        double-double (:func:`_congruence_perturbation`: it includes the input's own rounding-level
+        negative eigenvalues, the ones projected away, and the factorisations' errors).  The
         certificate bounds the gap of the input as given with it (``Certificate.gap_as_given``).
     psd_projection : float
         The largest :math:`\sum |w_k|` over the negative eigenvalues :math:`w_k` of a
@@ -336,8 +338,7 @@ def _precondition(A: np.ndarray):
     # Factors of the Jacobi-scaled matrices (columns of unit size, so each factor's normwise error is
     # columnwise too); eigenvalues below the eigensolver's resolution are rounding and are dropped.
     w0, U = np.linalg.eigh(As)
-    keep = w0 > 4.0 * m * EPS * np.maximum(w0[:, -1:], 0.0)
-    w = np.where(keep, w0, 0.0)
+    w = np.where(w0 > 4.0 * m * EPS * np.maximum(w0[:, -1:], 0.0), w0, 0.0)
     C = (U * np.sqrt(w)[:, None, :]).transpose(0, 2, 1).reshape(n * m, m)  # rows: sqrt(w_k) u_k^T
     Q, R = np.linalg.qr(C)
     R = R / np.sqrt(n)
@@ -352,16 +353,90 @@ def _precondition(A: np.ndarray):
             f"<= SINGULAR_RCOND = {SINGULAR_RCOND:.3g} (M itself: {rc * rc:.3g})")
     Qb = Q.reshape(n, m, m)
     At = n * (np.swapaxes(Qb, 1, 2) @ Qb)
+    At = 0.5 * (At + np.swapaxes(At, 1, 2))
     # How far the matrices solved are from the input as given, in the solved coordinates (see
-    # Problem.input_perturbation): the dropped eigenpairs mapped by R^-1, plus the backward error.
-    Rinv = _triangular_inverse(R)
+    # Problem.input_perturbation): measured a posteriori, not bounded a priori (the backward-error
+    # constants of eigh and Householder QR overestimate it ~1000x on monomial bases).
+    eta = _congruence_perturbation(As, At, R)
     wmax = np.maximum(w0[:, -1], 0.0)
-    mapped = np.sum((Rinv.T @ U) ** 2, axis=1)  # ||R^-T u_k||^2, shape (n, m)
-    dropped = np.sum(np.where(keep, 0.0, np.abs(w0)) * mapped, axis=1)
-    backward = PRECOND_BACKWARD_ULPS * m * EPS * wmax * np.linalg.norm(Rinv, 2) ** 2
-    eta = float(np.max(dropped + backward))
     neg = np.sum(np.where(w0 < 0, -w0, 0.0), axis=1) / np.maximum(wmax, np.finfo(float).tiny)
-    return 0.5 * (At + np.swapaxes(At, 1, 2)), R * d[None, :], "qr", eta, float(np.max(neg))
+    return At, R * d[None, :], "qr", eta, float(np.max(neg))
+
+
+def _congruence_perturbation(As: np.ndarray, At: np.ndarray, R: np.ndarray, *, chunk: int = 1024) -> float:
+    r"""An upper bound on :math:`\eta = \max_i \|\tilde A_i - R^{-\top} A^s_i R^{-1}\|_2` (``Problem.input_perturbation``).
+
+    :math:`\tilde A_i - R^{-\top} A^s_i R^{-1} = R^{-\top} E_i R^{-1}` with the residual
+    :math:`E_i = R^\top \tilde A_i R - A^s_i` of the float matrices, computed in double-double
+    (products of floats are exact there; the sums' error :math:`(m+2) u_{dd} |R^\top||\tilde A_i||R|`,
+    :math:`u_{dd} = \varepsilon^2`, is added).  It is mapped with the computed :math:`R^{-1}`, whose
+    error (Higham 2002, Thm 8.10: :math:`|\Delta| \lesssim m \varepsilon |R^{-1}||R||R^{-1}|`) adds at most
+    ``PRECOND_RESIDUAL_ULPS`` :math:`m \varepsilon \kappa(R) \|R^{-1}\|^2 \|E_i\|_F`, and the float
+    products and norms a relative ``PRECOND_RESIDUAL_ULPS`` :math:`m \varepsilon`.  It includes every
+    source: the rounding of the input (``fl(f f^T)`` is indefinite at the ``eps`` level), the eigenvalues
+    dropped or projected away, and the backward errors of ``eigh`` and the QR.
+
+    Parameters
+    ----------
+    As : ndarray, shape (n, m, m)
+        The Jacobi-scaled input (an exact power-of-two scaling of the input as given).
+    At : ndarray, shape (n, m, m)
+        The matrices solved.
+    R : ndarray, shape (m, m)
+        Upper triangular, :math:`\operatorname{mean}_i A^s_i \approx R^\top R`.
+    chunk : int
+        Levels per double-double block (bounds the memory).
+
+    Returns
+    -------
+    float
+    """
+    from noisealloc.solvers import _double_double as ddm
+
+    n, m = As.shape[0], As.shape[1]
+    sv = np.linalg.svd(R, compute_uv=False)
+    kappa, rinv2 = sv[0] / sv[-1], 1.0 / sv[-1] ** 2
+    Rinv = _triangular_inverse(R)
+    k = PRECOND_RESIDUAL_ULPS * m * EPS
+    eta = 0.0
+    for s in range(0, n, chunk):
+        a, t = As[s:s + chunk], At[s:s + chunk]
+        b = a.shape[0]
+        X = ddm.matmul(ddm.matmul(ddm.dd(np.broadcast_to(R.T, (b, m, m))), ddm.dd(t)),
+                       ddm.dd(np.broadcast_to(R, (b, m, m))))
+        E = ddm.sub(X, ddm.dd(a))
+        Ef = E[0] + E[1]
+        mag = np.abs(R.T) @ np.abs(t) @ np.abs(R)
+        res_f = np.linalg.norm(Ef, axis=(1, 2)) * (1.0 + k) + (m + 2) * EPS * EPS * np.linalg.norm(mag, axis=(1, 2))
+        mapped = np.linalg.norm(Rinv.T @ Ef @ Rinv, 2, axis=(1, 2))
+        bound = mapped * (1.0 + k) + (k * kappa + (m + 2) * EPS * EPS) * rinv2 * res_f
+        eta = max(eta, float(np.max(bound)))
+    return eta
+
+
+def _e_unresolvable_message(Mt: np.ndarray, T: np.ndarray, lmin_float: float, lmax: float, m: int) -> str:
+    r"""Why criterion 'E' refuses a nonsingular problem whose :math:`\lambda_{\min}` float64 cannot resolve.
+
+    :math:`M_u = T^\top \tilde M_u T` with :math:`\tilde M_u` well conditioned, so
+    :math:`\lambda_{\min}(M_u) = \sigma_{\min}(L^\top T)^2` (:math:`\tilde M_u = L L^\top`) to a relative
+    :math:`\kappa(L^\top T)\,\varepsilon`, while the float64 eigenvalues of :math:`M(p)` (and the sums
+    forming it) carry an absolute error of order :math:`m \varepsilon \lambda_{\max}`: E's relative
+    gap, measured on the scale :math:`\lambda_{\min}`, has no correct digit.
+    """
+    try:
+        F = np.linalg.cholesky(0.5 * (Mt + Mt.T)).T @ T
+        sv = np.linalg.svd(F, compute_uv=False)
+        est = f"{sv[-1] ** 2:.3g}"
+    except np.linalg.LinAlgError:
+        est = "positive"
+    noise = m * EPS * lmax
+    return (f"A: criterion 'E' cannot be certified in float64 for this problem: the information matrix is "
+            f"nonsingular (its column-scaled factors are well conditioned; lambda_min of "
+            f"the uniform allocation's M is {est} from that factor, lambda_max {lmax:.3g}), but float64 rounding "
+            f"of M(p) and of its eigenvalues is of order m eps lambda_max = {noise:.3g} (eigvalsh gives lambda_min "
+            f"= {lmin_float:.3g}): lambda_min / lambda_max is at or below SINGULAR_RCOND = {SINGULAR_RCOND:.3g}, "
+            f"so E's gap relative to lambda_min has no correct digit (E is not invariant under a change of "
+            f"parameter basis: rescale or reparametrise the parameters so that lambda_min is resolvable)")
 
 
 def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
@@ -492,13 +567,8 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     if criterion == "E" and lmax > 0 and ev[0] <= SINGULAR_RCOND * lmax:
         # float64 eigenvalues cannot tell a tiny lambda_min from zero; the stacked factors (the
         # preconditioner of the basis-invariant criteria) can.  Raises the singular error if singular.
-        _precondition(A)
-        raise ValueError(
-            f"A: criterion 'E' is not computable in float64 for this problem: the information matrix is "
-            f"nonsingular (its column-scaled factors are well conditioned, so D, A and c solve it), but the "
-            f"uniform allocation's lambda_min / lambda_max = {ev[0] / lmax:.3g} is at or below SINGULAR_RCOND "
-            f"= {SINGULAR_RCOND:.3g}, the resolution of float64 eigenvalues (E is not invariant under a change "
-            f"of parameter basis: rescale or reparametrise the parameters so that E's lambda_min is resolvable)")
+        At_u, T_u = _precondition(A)[:2]
+        raise ValueError(_e_unresolvable_message(At_u.mean(axis=0), T_u, ev[0], lmax, m))
     if lmax <= 0 or ev[0] <= SINGULAR_RCOND * lmax:
         raise _singular_error(
             f"the uniform allocation's M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
@@ -577,6 +647,38 @@ def as_problem(problem, criterion: str | None = None, *, W=None, G=None, A_eval=
             raise ValueError(f"criterion {criterion!r} disagrees with the Problem's criterion {problem.criterion!r}")
         return problem
     return make_problem(problem, "L" if criterion is None else criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+
+
+def unit_scaled(prob: Problem):
+    r"""An 'E' problem rescaled exactly by a power of two so that its largest diagonal entry is about 1.
+
+    :math:`\lambda_{\min}(fM) = f\lambda_{\min}(M)`, so E's weights and relative gap do not change,
+    while sums of data scaled by 1e-300 no longer fall into subnormals (where they lose relative
+    accuracy).  Scaling up is exact; scaling down loses only entries below :math:`2^{-1022}` of the
+    largest, far under the resolution ``SINGULAR_RCOND`` of :math:`\lambda_{\min}`.
+
+    Parameters
+    ----------
+    prob : Problem
+
+    Returns
+    -------
+    scaled : Problem
+        ``prob`` itself unless it is an 'E' problem whose entries are not already of unit size.
+    factor : float
+        The power of two :math:`f` (``scaled.A = f * prob.A``, ridge likewise).
+    """
+    if prob.criterion != "E":
+        return prob, 1.0
+    top = float(np.max(np.einsum("ijj->ij", prob.A)))
+    if not (np.isfinite(top) and top > 0):
+        return prob, 1.0
+    f = float(np.exp2(-np.round(np.log2(top))))
+    if f == 1.0:
+        return prob, 1.0
+    A = prob.A * f
+    return replace(prob, A=A, Aflat=A.reshape(prob.n, prob.m * prob.m),
+                   regularization=prob.regularization * f), f
 
 
 # ---------------------------------------------------------------------------- evaluation

@@ -42,6 +42,8 @@ STATUS_MESSAGES = {
        "singular boundary)",
     4: "numerically singular: the moment matrix is singular in floating point at the allocation",
     5: "fallback: the primary method failed; the result comes from the fallback method and was re-checked",
+    6: "not certified for the input as given: the gap of the problem solved met tol, but its bound for the input as "
+       "given (the matrices solved differ from it, or float64 rounding is too large relative to the scale) did not",
 }
 
 
@@ -162,19 +164,30 @@ class Certificate:
     offgrid : OffGridCheck or None
     exact : ExactCertificate or None
     input_perturbation : float
-        The problem certified is the input as given.  When preconditioning perturbed it (the QR
-        path: ``Problem.input_perturbation`` :math:`\eta > 0`), ``gap`` is that of the matrices
-        solved, and ``gap_as_given`` bounds the gap of the input as given.
+        ``Problem.input_perturbation``: how far the matrices solved are from the input as given in the
+        solved coordinates (QR preconditioning of a near-singular input; 0 otherwise).  When it is
+        positive, ``gap`` is that of the matrices solved and ``gap_as_given`` bounds the gap of the
+        input as given.
     psd_projection : float
-        ``Problem.psd_projection``: relative size of the negative eigenvalues projected away (0: none).
+        ``Problem.psd_projection``: relative size of the input's negative eigenvalues projected away by
+        the QR preconditioning (0: none).
     gap_as_given : float or None
-        Convex criteria with :math:`\eta > 0`: a bound on :math:`\Phi(p) - \Phi^*` of the input as
-        given, :math:`\Phi_{-\eta}(p) - (\Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p))` with
-        :math:`\Phi_{\pm\eta}` the criterion of :math:`M(q) \pm \eta I` (every :math:`M(q)` of the
-        input lies between :math:`\tilde M(q) - \eta I` and :math:`\tilde M(q) + \eta I`, and the
-        criteria are antitone in M); ``inf`` when :math:`\tilde M(p) - \eta I` is not positive
-        definite.  None when the input was solved as given.  ``optimality_ok`` requires it within
-        ``rtol * scale``.
+        A bound on :math:`\Phi(p) - \Phi^*` of the input as given, where ``gap`` alone is not one.
+        Convex criteria with :math:`\eta > 0`:
+        :math:`\Phi_{-\eta}(p) - (\Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p))` with
+        :math:`\Phi_{\pm\eta}` the criterion of :math:`\tilde M(q) \pm \eta I` (every :math:`M(q)` of the
+        input lies between them, and the criteria are antitone in M); ``inf`` when
+        :math:`\tilde M(p) - \eta I` is not positive definite.  'E': ``gap`` plus a bound on its float64
+        rounding (:func:`~noisealloc.solvers.certificates.e_rounding_bound`), so that it bounds the
+        exact gap of the input as given with ``dual_matrix`` made exactly PSD.  None otherwise
+        (the input was solved as given, in exactly rescaled coordinates).
+    rel_gap_as_given : float or None
+        ``gap_as_given / scale`` (computed before any rescaling back to the input's units, so it does
+        not underflow).  ``optimality_ok`` requires it within ``rtol`` when it is set.
+    certified_problem : str
+        Which problem the certificate is for, in words: the input as given, and how (solved as
+        given; through matrices that differ by ``input_perturbation``, with the size of the PSD
+        projection; with a recorded ridge).
     """
 
     criterion: str
@@ -201,13 +214,15 @@ class Certificate:
     input_perturbation: float = 0.0
     psd_projection: float = 0.0
     gap_as_given: Optional[float] = None
+    rel_gap_as_given: Optional[float] = None
+    certified_problem: str = "the input as given"
 
     @property
     def optimality_ok(self) -> bool:
         """The optimality (convex) or KKT (sandwich) certificate holds: relative gap within ``rtol``
-        and the equivalence check passed, for the input as given (``gap_as_given`` within
-        ``rtol * scale`` when it is set).  What a solver's ``success`` requires."""
-        given_ok = self.gap_as_given is None or self.gap_as_given <= self.rtol * self.scale
+        and the equivalence check passed, for the input as given (``rel_gap_as_given`` within
+        ``rtol`` when it is set).  What a solver's ``success`` requires."""
+        given_ok = self.rel_gap_as_given is None or self.rel_gap_as_given <= self.rtol
         return bool(self.rel_gap <= self.rtol and self.equivalence_ok and given_ok)
 
     @property
@@ -240,7 +255,8 @@ class SolveResult:
         ``status == 0``: the certificate's :attr:`Certificate.optimality_ok` holds at ``tol``.
     status : int
         Key of :data:`STATUS_MESSAGES`: 0 converged, 1 iteration limit, 2 stalled, 3 the gap met
-        ``tol`` but the equivalence check failed.
+        ``tol`` but the equivalence check failed, 6 the gap met ``tol`` but not its bound for the
+        input as given (``Certificate.gap_as_given``).
     message : str
     nit : int
         Iterations of the main algorithm plus Newton steps of the polish.
