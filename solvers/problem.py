@@ -20,7 +20,9 @@ problem in coordinates where the uniform allocation's moment matrix :math:`M_u =
 to the identity, :math:`M_u = T^\top \tilde M_u T`: an exact power-of-two Jacobi scaling when that
 leaves :math:`\tilde M_u` well conditioned, else the Householder QR of the stacked factors
 :math:`C_i` of :math:`A_i = C_i^\top C_i` (``Problem.precond_kind``).  Solutions, values (D with its
-offset included) and certificates are those of the problem as given; they do not depend on a
+offset included) and certificates are those of the problem as given (on the QR path the matrices
+solved differ from the input by ``Problem.input_perturbation``, measured, and the certificate bounds
+the gap of the input as given with it); they do not depend on a
 positive rescaling of ``A`` or on the basis of the parameters (monomial or Chebyshev), and
 singularity is decided on the preconditioned problem.  ``Problem.A`` holds the preconditioned
 matrices; :meth:`Problem.transform` maps further matrices (off-grid levels) into them.
