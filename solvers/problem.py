@@ -20,9 +20,9 @@ problem in coordinates where the uniform allocation's moment matrix :math:`M_u =
 to the identity, :math:`M_u = T^\top \tilde M_u T`: an exact power-of-two Jacobi scaling when that
 leaves :math:`\tilde M_u` well conditioned, else the Householder QR of the stacked factors
 :math:`C_i` of :math:`A_i = C_i^\top C_i` (``Problem.precond_kind``).  Solutions, values (D with its
-offset included) and certificates are those of the problem as given (on the QR path the matrices
-solved differ from the input by ``Problem.input_perturbation``, measured, and the certificate bounds
-the gap of the input as given with it); they do not depend on a
+offset included) and certificates are those of the problem as given (on the QR path the algorithms
+run on a PSD projection of the input, and the certificate, and a final polish, on the input as given
+in the same coordinates, ``Problem.A_given``); they do not depend on a
 positive rescaling of ``A`` or on the basis of the parameters (monomial or Chebyshev), and
 singularity is decided on the preconditioned problem.  ``Problem.A`` holds the preconditioned
 matrices; :meth:`Problem.transform` maps further matrices (off-grid levels) into them.
@@ -52,7 +52,6 @@ from noisealloc.solvers.criteria import (
 )
 from noisealloc.theory.errors import RegularizationWarning, as_float_array, check_choice, check_finite
 from noisealloc.theory.tolerances import EPS, PRECOND_QR_RCOND, PSD_RTOL, REG_RCOND, SINGULAR_RCOND, SYMMETRY_RTOL
-from noisealloc.theory.tolerances import PRECOND_RESIDUAL_ULPS
 
 __all__ = [
     "CRITERIA",
@@ -70,6 +69,7 @@ __all__ = [
     "hessian",
     "new_counters",
     "unit_scaled",
+    "given_problem",
 ]
 
 #: Weights given as a probability vector must sum to one within this (absolute): a vector
@@ -113,16 +113,21 @@ class Problem:
         Added to the criterion value of the preconditioned matrices to give the value of the
         problem as given: :math:`-2\log|\det T|` for D, 0 otherwise.
     input_perturbation : float
-        QR preconditioning only (0 otherwise): a bound :math:`\eta` on
-        :math:`\max_i \|\tilde A_i - T^{-\top} A_i T^{-1}\|_2`, how far the matrices solved are from
-        the input as given in the problem's coordinates, from the residual of the float matrices in
-        double-double (:func:`_congruence_perturbation`: it includes the input's own rounding-level
-        negative eigenvalues, the ones projected away, and the factorisations' errors).  The
-        certificate bounds the gap of the input as given with it (``Certificate.gap_as_given``).
+        QR preconditioning of a convex criterion only (0 otherwise): a bound :math:`\eta` on
+        :math:`\max_i \|A^{\mathrm{given}}_i - S^\top A_i S\|_2`, the rounding of ``A_given``
+        (:func:`_congruence_dd`, of order :math:`m\varepsilon`); the certificate's ``gap_as_given`` covers it.
     psd_projection : float
         The largest :math:`\sum |w_k|` over the negative eigenvalues :math:`w_k` of a
         Jacobi-scaled input matrix that the QR preconditioning projected away, relative to that
         matrix's largest eigenvalue (0: no input matrix was indefinite in floating point).
+    A_given : ndarray, shape (n, m, m) or None
+        QR preconditioning of a convex criterion only: the input as given in the problem's coordinates,
+        :math:`S^\top A_i S` with the float matrix :math:`S = T^{-1}` (``_triangular_inverse(precond)``),
+        computed in double-double.  ``A`` holds the factored (PSD-projected) matrices the algorithms
+        run on; certificates are computed on ``A_given`` (:func:`given_problem`).
+    projection_distance : float
+        :math:`\max_i \|A_i - A^{\mathrm{given}}_i\|_2` (plus ``input_perturbation``): how far the
+        matrices solved are from the input as given, in the problem's coordinates.
     """
 
     A: np.ndarray
@@ -140,6 +145,8 @@ class Problem:
     value_offset: float = 0.0
     input_perturbation: float = 0.0
     psd_projection: float = 0.0
+    A_given: Optional[np.ndarray] = None
+    projection_distance: float = 0.0
 
     def transform(self, X) -> np.ndarray:
         r"""A matrix of the problem as given (an ``A`` or ``G`` at another level) in the problem's coordinates.
@@ -318,8 +325,7 @@ def _singular_error(what: str) -> ValueError:
 def _precondition(A: np.ndarray):
     r"""The congruence that makes the uniform moment matrix well conditioned (module docstring).
 
-    Returns ``(A_tilde, T, kind, eta, psd_projection)`` (the last two: ``Problem.input_perturbation``
-    and ``Problem.psd_projection``) with :math:`A_i = T^\top \tilde A_i T` and
+    Returns ``(A_tilde, T, kind, psd_projection)`` (the last: ``Problem.psd_projection``) with :math:`A_i = T^\top \tilde A_i T` and
     :math:`\tilde M_u = \operatorname{mean}_i \tilde A_i` close to the identity.
 
     Raises ValueError when the uniform allocation (the largest range) is singular in floating point:
@@ -336,7 +342,7 @@ def _precondition(A: np.ndarray):
     As = A / np.outer(d, d)
     ev = np.linalg.eigvalsh(As.mean(axis=0))
     if ev[0] >= PRECOND_QR_RCOND * ev[-1]:
-        return As, np.diag(d), "jacobi", 0.0, 0.0
+        return As, np.diag(d), "jacobi", 0.0
     # Factors of the Jacobi-scaled matrices (columns of unit size, so each factor's normwise error is
     # columnwise too); eigenvalues below the eigensolver's resolution are rounding and are dropped.
     w0, U = np.linalg.eigh(As)
@@ -356,64 +362,54 @@ def _precondition(A: np.ndarray):
     Qb = Q.reshape(n, m, m)
     At = n * (np.swapaxes(Qb, 1, 2) @ Qb)
     At = 0.5 * (At + np.swapaxes(At, 1, 2))
-    # How far the matrices solved are from the input as given, in the solved coordinates (see
-    # Problem.input_perturbation): measured a posteriori, not bounded a priori (the backward-error
-    # constants of eigh and Householder QR overestimate it ~1000x on monomial bases).
-    eta = _congruence_perturbation(As, At, R)
     wmax = np.maximum(w0[:, -1], 0.0)
     neg = np.sum(np.where(w0 < 0, -w0, 0.0), axis=1) / np.maximum(wmax, np.finfo(float).tiny)
-    return At, R * d[None, :], "qr", eta, float(np.max(neg))
+    return At, R * d[None, :], "qr", float(np.max(neg))
 
 
-def _congruence_perturbation(As: np.ndarray, At: np.ndarray, R: np.ndarray, *, chunk: int = 1024) -> float:
-    r"""An upper bound on :math:`\eta = \max_i \|\tilde A_i - R^{-\top} A^s_i R^{-1}\|_2` (``Problem.input_perturbation``).
+def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 1024):
+    r"""``fl(S^T X_i S)`` computed in double-double, and a bound on its distance to the exact congruence.
 
-    :math:`\tilde A_i - R^{-\top} A^s_i R^{-1} = R^{-\top} E_i R^{-1}` with the residual
-    :math:`E_i = R^\top \tilde A_i R - A^s_i` of the float matrices, computed in double-double
-    (products of floats are exact there; the sums' error :math:`(m+2) u_{dd} |R^\top||\tilde A_i||R|`,
-    :math:`u_{dd} = \varepsilon^2`, is added).  It is mapped with the computed :math:`R^{-1}`, whose
-    error (Higham 2002, Thm 8.10: :math:`|\Delta| \lesssim m \varepsilon |R^{-1}||R||R^{-1}|`) adds at most
-    ``PRECOND_RESIDUAL_ULPS`` :math:`m \varepsilon \kappa(R) \|R^{-1}\|^2 \|E_i\|_F`, and the float
-    products and norms a relative ``PRECOND_RESIDUAL_ULPS`` :math:`m \varepsilon`.  It includes every
-    source: the rounding of the input (``fl(f f^T)`` is indefinite at the ``eps`` level), the eigenvalues
-    dropped or projected away, and the backward errors of ``eigh`` and the QR.
+    The products of floats are exact in double-double and the sums carry an error below
+    :math:`(2m + 2)\,\varepsilon^2 (|S|^\top |X_i| |S|)` entrywise; the result is then rounded to
+    float64 (its low part is the rounding).  So the rounded matrices are the input as given, in the
+    coordinates of the float matrix ``S``, to a relative :math:`\varepsilon` of their own entries however
+    ill-conditioned ``S`` is (a float64 product loses :math:`\varepsilon \kappa(S)^2`).
 
     Parameters
     ----------
-    As : ndarray, shape (n, m, m)
-        The Jacobi-scaled input (an exact power-of-two scaling of the input as given).
-    At : ndarray, shape (n, m, m)
-        The matrices solved.
-    R : ndarray, shape (m, m)
-        Upper triangular, :math:`\operatorname{mean}_i A^s_i \approx R^\top R`.
+    S : ndarray, shape (m, m)
+    X : ndarray, shape (n, m, m)
     chunk : int
-        Levels per double-double block (bounds the memory).
+        Matrices per double-double block (bounds the memory).
 
     Returns
     -------
-    float
+    B : ndarray, shape (n, m, m)
+        Symmetric float64 :math:`S^\top X_i S`.
+    err : ndarray, shape (n,)
+        Upper bounds on :math:`\|B_i - S^\top X_i S\|_2` (Frobenius norms of the low parts plus the
+        double-double error, and the symmetrisation).
     """
     from noisealloc.solvers import _double_double as ddm
 
-    n, m = As.shape[0], As.shape[1]
-    sv = np.linalg.svd(R, compute_uv=False)
-    kappa, rinv2 = sv[0] / sv[-1], 1.0 / sv[-1] ** 2
-    Rinv = _triangular_inverse(R)
-    k = PRECOND_RESIDUAL_ULPS * m * EPS
-    eta = 0.0
-    for s in range(0, n, chunk):
-        a, t = As[s:s + chunk], At[s:s + chunk]
-        b = a.shape[0]
-        X = ddm.matmul(ddm.matmul(ddm.dd(np.broadcast_to(R.T, (b, m, m))), ddm.dd(t)),
-                       ddm.dd(np.broadcast_to(R, (b, m, m))))
-        E = ddm.sub(X, ddm.dd(a))
-        Ef = E[0] + E[1]
-        mag = np.abs(R.T) @ np.abs(t) @ np.abs(R)
-        res_f = np.linalg.norm(Ef, axis=(1, 2)) * (1.0 + k) + (m + 2) * EPS * EPS * np.linalg.norm(mag, axis=(1, 2))
-        mapped = np.linalg.norm(Rinv.T @ Ef @ Rinv, 2, axis=(1, 2))
-        bound = mapped * (1.0 + k) + (k * kappa + (m + 2) * EPS * EPS) * rinv2 * res_f
-        eta = max(eta, float(np.max(bound)))
-    return eta
+    n, m = X.shape[0], X.shape[1]
+    B = np.empty_like(X)
+    err = np.empty(n)
+    absS = np.abs(S)
+    for s0 in range(0, n, chunk):
+        x = X[s0:s0 + chunk]
+        b = x.shape[0]
+        Y = ddm.matmul(ddm.matmul(ddm.dd(np.broadcast_to(S.T, (b, m, m))), ddm.dd(x)),
+                       ddm.dd(np.broadcast_to(S, (b, m, m))))
+        hi = Y[0] + Y[1]
+        lo = Y[1] - (hi - Y[0])  # what rounding to float64 left out
+        sym = 0.5 * (hi + np.swapaxes(hi, 1, 2))
+        mag = absS.T @ np.abs(x) @ absS
+        B[s0:s0 + chunk] = sym
+        err[s0:s0 + chunk] = (np.linalg.norm(lo, axis=(1, 2)) + np.linalg.norm(hi - sym, axis=(1, 2))
+                              + (2 * m + 2) * EPS * EPS * np.linalg.norm(mag, axis=(1, 2))) * (1.0 + 4 * EPS)
+    return B, err
 
 
 def _e_unresolvable_message(Mt: np.ndarray, T: np.ndarray, lmin_float: float, lmax: float, m: int) -> str:
@@ -548,21 +544,44 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     # The uniform allocation has the largest range among all allocations: it decides singularity,
     # and (every criterion but E, which is not invariant under a change of basis) its factor is the
     # preconditioner.
-    T, kind, offset, eta, proj = None, "none", 0.0, 0.0, 0.0
+    T, kind, offset, proj = None, "none", 0.0, 0.0
+    A_given, eta, dist = None, 0.0, 0.0
     if criterion != "E":
-        At, T, kind, eta, proj = _precondition(A)
+        A_in = A
+        At, T, kind, proj = _precondition(A)
         A = np.ascontiguousarray(At)
         Tinv = _triangular_inverse(T)
         if Gs is not None:
             Gs = np.ascontiguousarray(Tinv.T @ Gs @ Tinv)
             Gs = 0.5 * (Gs + np.swapaxes(Gs, 1, 2))
-        Wm = Tinv.T @ Wm @ Tinv
-        Wm = 0.5 * (Wm + Wm.T)
-        if cvec is not None:
-            cvec = Tinv.T @ cvec
-            Wm = np.outer(cvec, cvec)
-        if criterion == "D":
-            offset = float(-2.0 * np.sum(np.log(np.abs(np.diag(T)))))
+        if kind == "qr" and criterion != "sandwich":
+            # The QR factors solve a PSD projection of the input, which on near-singular inputs (rank-one
+            # f f^T rounded to indefinite) differs from it far above rounding in these coordinates; the
+            # input as given, congruent by the float matrix Tinv, is kept beside them for the certificate
+            # (docs/THEORY.md section 4 (a), "what is certified").  W and c move in double-double too: a
+            # float64 product would lose eps * kappa(T)^2.
+            A_given, errs = _congruence_dd(Tinv, A_in)
+            eta = float(np.max(errs))
+            diff = A - A_given
+            dist = float(np.max(np.linalg.norm(diff, 2, axis=(1, 2)))) * (1.0 + 4 * EPS) + eta
+            if cvec is not None:
+                from noisealloc.solvers import _double_double as ddm
+
+                cd = ddm.matmul(ddm.dd(Tinv.T), ddm.dd(cvec[:, None]))
+                cvec = (cd[0] + cd[1])[:, 0]
+                Wm = np.outer(cvec, cvec)
+            else:
+                Wm = _congruence_dd(Tinv, Wm[None])[0][0]
+            if criterion == "D":
+                offset = float(2.0 * np.sum(np.log(np.abs(np.diag(Tinv)))))  # exact congruence by Tinv
+        else:
+            Wm = Tinv.T @ Wm @ Tinv
+            Wm = 0.5 * (Wm + Wm.T)
+            if cvec is not None:
+                cvec = Tinv.T @ cvec
+                Wm = np.outer(cvec, cvec)
+            if criterion == "D":
+                offset = float(-2.0 * np.sum(np.log(np.abs(np.diag(T)))))
     Mu = A.mean(axis=0)
     ev = np.linalg.eigvalsh(Mu)
     lmax = ev[-1]
@@ -600,6 +619,8 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         value_offset=offset,
         input_perturbation=eta,
         psd_projection=proj,
+        A_given=A_given,
+        projection_distance=dist,
     )
     if criterion == "sandwich":
         # The uniform allocation is the most regular one (largest range): its V fixes the scale on
@@ -649,6 +670,24 @@ def as_problem(problem, criterion: str | None = None, *, W=None, G=None, A_eval=
             raise ValueError(f"criterion {criterion!r} disagrees with the Problem's criterion {problem.criterion!r}")
         return problem
     return make_problem(problem, "L" if criterion is None else criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+
+
+def given_problem(prob: Problem) -> Problem:
+    """The problem on the input as given (``A_given``) when the matrices solved differ from it, else ``prob``.
+
+    Parameters
+    ----------
+    prob : Problem
+
+    Returns
+    -------
+    Problem
+        With ``A = A_given`` (and ``A_given = None``); ``input_perturbation`` still bounds its rounding.
+    """
+    if prob.A_given is None:
+        return prob
+    B = prob.A_given
+    return replace(prob, A=B, Aflat=B.reshape(prob.n, prob.m * prob.m), A_given=None, projection_distance=0.0)
 
 
 def unit_scaled(prob: Problem):

@@ -164,16 +164,20 @@ class Certificate:
     offgrid : OffGridCheck or None
     exact : ExactCertificate or None
     input_perturbation : float
-        ``Problem.input_perturbation``: how far the matrices solved are from the input as given in the
-        solved coordinates (QR preconditioning of a near-singular input; 0 otherwise).  When it is
-        positive, ``gap`` is that of the matrices solved and ``gap_as_given`` bounds the gap of the
-        input as given.
+        ``Problem.input_perturbation``: the rounding of the input as given in the solved coordinates
+        (QR preconditioning of a convex criterion; 0 otherwise), covered by ``gap_as_given``.
     psd_projection : float
         ``Problem.psd_projection``: relative size of the input's negative eigenvalues projected away by
-        the QR preconditioning (0: none).
+        the QR preconditioning (0: none).  The algorithms ran on that projection; the certificate
+        (``gap``, ``g``, ...) is computed on the input as given, except for the sandwich
+        (``certified_problem`` says which).
+    projection_distance : float
+        ``Problem.projection_distance``: how far the projected matrices the algorithms ran on are
+        from the input as given, in the solved coordinates.
     gap_as_given : float or None
-        A bound on :math:`\Phi(p) - \Phi^*` of the input as given, where ``gap`` alone is not one.
-        Convex criteria with :math:`\eta > 0`:
+        A bound on :math:`\Phi(p) - \Phi^*` of the exact input as given, where ``gap`` alone is not
+        one.  QR-preconditioned convex criteria (``gap`` is that of the rounded congruence ``A_given``,
+        :math:`\eta` = ``input_perturbation``):
         :math:`\Phi_{-\eta}(p) - (\Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p))` with
         :math:`\Phi_{\pm\eta}` the criterion of :math:`\tilde M(q) \pm \eta I` (every :math:`M(q)` of the
         input lies between them, and the criteria are antitone in M); ``inf`` when
@@ -213,6 +217,7 @@ class Certificate:
     exact: Optional[ExactCertificate] = None
     input_perturbation: float = 0.0
     psd_projection: float = 0.0
+    projection_distance: float = 0.0
     gap_as_given: Optional[float] = None
     rel_gap_as_given: Optional[float] = None
     certified_problem: str = "the input as given"

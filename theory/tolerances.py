@@ -130,13 +130,6 @@ SANDWICH_ROUNDING_ULPS = 1.0
 #: Householder QR, which is backward stable column by column, so monomial bases of degree 10 on
 #: [0, 1] (uniform moment rcond ~1e-14, a Hilbert-like matrix) lose nothing to their basis.
 PRECOND_QR_RCOND = 1e-4
-#: Safety factor, in units of m eps, of the a-posteriori bound on how far the QR preconditioner's
-#: matrices are from the input as given (``Problem.input_perturbation``): the residual
-#: R^T A~_i R - A_i is computed in double-double, and this covers the float products, the norms and the
-#: computed R^-1 (Higham, "Accuracy and Stability of Numerical Algorithms", 2002, Thm 8.10: the
-#: triangular inverse's error is below m eps |R^-1||R||R^-1| with a small constant).  On monomial bases
-#: of degree 6-10 the bound is within 2e-5 of the exact perturbation computed in mpmath.
-PRECOND_RESIDUAL_ULPS = 8.0
 #: Below this reciprocal condition number (a few hundred ulps) the uniform
 #: information matrix is singular in floating point: every allocation is singular.
 SINGULAR_RCOND = 256 * EPS
@@ -153,9 +146,10 @@ E_CLUSTER_RTOL = 1e-4
 #: evaluated in float64 (lambda_min by eigvalsh, <E, A_i> by one GEMV), whose rounding is a few
 #: m * eps ~ 1e-14 relative for m <= 40; 1e-12 leaves a margin of ~100 above that.
 E_POLISH_RTOL = 1e-12
-#: Factor on the first-order rounding-error bounds (gamma_k ~ k eps) of E's float64 certificate
-#: (certificates.e_rounding_bound): the GEMV of <E, A_i>, the sum forming M(p) and eigvalsh's backward
-#: error; 2 covers the second-order terms and eigvalsh's small constant (LAPACK dsyevd).
+#: Factor on the first-order rounding-error bounds (gamma_k ~ k eps) of the certificates' bounds for the
+#: input as given: E's (certificates.e_rounding_bound: the sum forming M(p), eigvalsh's backward error,
+#: the rounding of <E, A_i>) and the Frank-Wolfe gap's (certificates._fw_rounding_bound); 2 covers the
+#: second-order terms and eigvalsh's small constant (LAPACK dsyevd).
 E_ROUNDING_ULPS = 2.0
 #: The E certificate tries the double-double dual only when its float64 candidates leave a relative bound
 #: above this: 1e-10 is the target for degenerate (Chebyshev) problems and 100x below

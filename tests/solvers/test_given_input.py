@@ -8,7 +8,9 @@ unit trace.  The tests assert that the bound the solver reports for the input as
 gap is within the tolerance.
 """
 
+import sys
 import warnings
+from pathlib import Path
 
 import mpmath as mp
 import numpy as np
@@ -18,7 +20,9 @@ from hypothesis import strategies as st
 
 from noisealloc.solvers import certify, make_problem, solve
 from noisealloc.theory.tolerances import FW_GAP_RTOL, SINGULAR_RCOND
-from tests.helpers.strategies import examples
+
+sys.path.insert(0, str(Path(__file__).parent))
+from helpers.strategies import examples  # noqa: E402
 
 DPS = 40
 
@@ -96,8 +100,10 @@ def test_exact_helpers_fail_on_a_wrong_answer():
 
 @pytest.mark.parametrize("lo", [-1.0, 0.0])
 def test_rank_one_monomial_degree_10_A_certificate_bounds_the_input_as_given(lo):
-    # acceptance 3 (c): on [0, 1] the float input differs from the rank-one problem by ~1% in the
-    # solved coordinates (exact gap at the returned weights ~1e-3); on [-1, 1] by ~3e-10.
+    # acceptance 3 (c): the float input fl(f f^T) is indefinite; its PSD projection, which the algorithms
+    # run on, differs from it by ~3e-10 ([-1, 1]) and ~1e-2 ([0, 1]) in the solved coordinates, where the
+    # optimum of the projection had an exact gap of 5e-4 for the input as given.  The certificate is of
+    # the input as given and its gap is the exact one.
     x = np.linspace(lo, 1.0, 41)
     A = _rank_one(x, 10)
     res = _solve(A, "A", grid=x)
@@ -106,22 +112,37 @@ def test_rank_one_monomial_degree_10_A_certificate_bounds_the_input_as_given(lo)
     with mp.workdps(DPS):
         most_negative = min(min(mp.eigsy(_mp(Ai))[0]) for Ai in A[-6:])
     assert most_negative < 0  # the input as given is indefinite
-    assert cert.psd_projection > 0 and cert.input_perturbation > 0
-    assert "input as given" in cert.certified_problem and "eta" in cert.certified_problem
-    # the bound reported for the input as given bounds its exact gap
+    # the certificate says which problem, the projection and its size
+    assert cert.psd_projection > 0 and cert.projection_distance > (1e-3 if lo == 0.0 else 1e-10)
+    assert cert.certified_problem.startswith("the input as given") and "PSD projection" in cert.certified_problem
+    # the bound reported for the input as given bounds its exact gap, and is close to it
     assert cert.gap_as_given is not None
     assert gap <= cert.gap_as_given, (gap, cert.gap_as_given)
+    assert cert.gap_as_given <= gap + 1e-12 * value
     assert cert.rel_gap_as_given == pytest.approx(cert.gap_as_given / cert.scale, rel=1e-12)
-    if lo == -1.0:
-        assert res.success and gap <= FW_GAP_RTOL * value
-    else:
-        # the problem solved is certified (rel_gap), the input as given is not: status 6, said so
-        assert gap > FW_GAP_RTOL * value
-        assert not res.success and res.status == 6 and "input as given" in res.message
+    assert res.success and gap <= FW_GAP_RTOL * value, res.message
     # certify() recomputes the same statement from (A, weights) alone
     again = certify(A, res.weights, "A")
-    assert again.gap_as_given == pytest.approx(cert.gap_as_given, rel=1e-6)
-    assert again.certified == cert.certified
+    assert again.gap_as_given == pytest.approx(cert.gap_as_given, rel=1e-6, abs=1e-14 * value)
+    assert again.certified == cert.certified and again.certified_problem == cert.certified_problem
+
+
+def test_rank_one_optimum_of_the_projection_is_not_certified_for_the_input_as_given():
+    # certify() sees what the solver's projection hides: the A-optimum of the rank-one (projected)
+    # problem on [0, 1], solved without the final polish on the input as given, has an exact gap of
+    # ~5e-4 for the float input, and its certificate says so.
+    x = np.linspace(0.0, 1.0, 41)
+    A = _rank_one(x, 10)
+    res = _solve(A, "A", grid=x, polish=False, max_iter=200)
+    prob = make_problem(A, "A", grid=x)
+    from noisealloc.solvers.algorithms import polish as polish_mod
+
+    q, _ = polish_mod.run(prob, res.weights, tol=1e-12)  # the projection's optimum
+    cert = certify(A, q, "A")
+    gap, value = exact_gap(A, q, "A")
+    assert gap > 100 * FW_GAP_RTOL * value  # not optimal for the input as given
+    assert cert.gap_as_given >= gap and not cert.certified
+    assert cert.rel_gap == pytest.approx(gap / value, rel=1e-3)
 
 
 @pytest.mark.parametrize("scale", [1e-300, 1e-305, 1e300])
@@ -173,14 +194,14 @@ def test_E_near_collinear_is_refused_with_the_true_reason():
     # the lambda_min the message states (from the factor) is the exact one to 1%
     stated = float(msg.split("uniform allocation's M is ")[1].split(" ")[0])
     assert stated == pytest.approx(float(lmin_u), rel=1e-2)
-    # D is computable; its certificate bounds the exact gap of the input as given (whose rounding moves
-    # the optimum: the exact gap at the rank-one optimum is ~3e-4 relative, so no success)
-    make_problem(A, "D", grid=x)
+    # D solves it, for the input as given, whose rounding moves the optimum off the rank-one one
+    # [1/2, 0, ..., 0, 1/2] (exact gap there 3e-4 relative)
     res = _solve(A, "D", grid=x)
     gap, _ = exact_gap(A, res.weights, "D")
     assert gap <= res.certificate.gap_as_given
-    if res.success:
-        assert gap <= FW_GAP_RTOL * A.shape[1]
+    assert res.success and gap <= FW_GAP_RTOL * A.shape[1], res.message
+    rank_one_gap, _ = exact_gap(A, np.r_[0.5, np.zeros(19), 0.5], "D")
+    assert rank_one_gap > 1e-4 * A.shape[1]
 
 
 @settings(max_examples=examples(10), deadline=None)
