@@ -183,8 +183,11 @@ def _certified_problem(prob: Problem) -> str:
                 f"projection, {prob.projection_distance:.3g} away in those coordinates, negative eigenvalues "
                 f"{prob.psd_projection:.3g} relative)")
     elif prob.precond_kind == "qr":
-        what = (f"the PSD-projected input (negative eigenvalues {prob.psd_projection:.3g} relative to the largest "
-                f"projected away by the QR preconditioning; the sandwich is certified on the matrices solved)")
+        dist = (f", {prob.projection_distance:.3g} away from the input as given in the solved coordinates"
+                if prob.projection_distance else "")
+        what = (f"the PSD-projected input, not the input as given (the QR preconditioning factored it: negative "
+                f"eigenvalues {prob.psd_projection:.3g} relative to the largest, and those below rounding, "
+                f"projected away{dist}; the matrices solved are certified)")
     elif prob.precond_kind == "jacobi":
         what = "the input as given (solved in exactly rescaled coordinates)"
     else:

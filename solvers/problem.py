@@ -124,7 +124,8 @@ class Problem:
         QR preconditioning of a convex criterion only: the input as given in the problem's coordinates,
         :math:`S^\top A_i S` with the float matrix :math:`S = T^{-1}` (``_triangular_inverse(precond)``),
         computed in double-double.  ``A`` holds the factored (PSD-projected) matrices the algorithms
-        run on; certificates are computed on ``A_given`` (:func:`given_problem`).
+        run on; certificates are computed on ``A_given`` (:func:`given_problem`).  None also when
+        ``make_problem(..., psd_projected=True)`` asked for the projection itself.
     projection_distance : float
         :math:`\max_i \|A_i - A^{\mathrm{given}}_i\|_2` (plus ``input_perturbation``): how far the
         matrices solved are from the input as given, in the problem's coordinates.
@@ -438,7 +439,7 @@ def _e_unresolvable_message(Mt: np.ndarray, T: np.ndarray, lmin_float: float, lm
 
 
 def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
-                 regularize: bool = True) -> Problem:
+                 regularize: bool = True, psd_projected: bool = False) -> Problem:
     r"""Validate raw arrays into a :class:`Problem`.
 
     Parameters
@@ -462,6 +463,12 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         the uniform information matrix is near-singular (default True; the solvers need it).  False
         evaluates the criterion exactly as defined, so a near-singular allocation shows up as
         singular instead of being hidden by the ridge.
+    psd_projected : bool
+        False (default): certificates are of the input as given, also when the QR preconditioning
+        factors a PSD projection of it (``Problem.A_given``).  True: the problem solved and certified
+        is that projection (for rank-one inputs :math:`\mathrm{fl}(f f^\top)`, the rank-one problem
+        :math:`f f^\top` to rounding in ``f``), and the certificate says so with the projection's size.
+        Jacobi-scaled problems are solved as given either way.
 
     Returns
     -------
@@ -603,6 +610,8 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
             RegularizationWarning,
             stacklevel=3,
         )
+    if psd_projected:
+        A_given, eta = None, 0.0  # the projection is the problem (projection_distance still says how far)
     prob = Problem(
         A=A,
         G=Gs,
