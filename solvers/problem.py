@@ -368,11 +368,49 @@ def _precondition(A: np.ndarray):
     return At, R * d[None, :], "qr", float(np.max(neg))
 
 
-def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 1024):
-    r"""``fl(S^T X_i S)`` computed in double-double, and a bound on its distance to the exact congruence.
+def _dot2_congruence(S: np.ndarray, X: np.ndarray):
+    r""":math:`S^\top X_i S` for an upper triangular float ``S`` as a double-double pair, by Ogita, Rump and
+    Oishi's Dot2 (SIAM J. Sci. Comput. 26, 2005, Alg. 4.5): error-free products (Dekker's split) and sums
+    (Knuth's two-sum) in float64, the zeros of ``S`` skipped.  Before its final rounding the result is
+    within :math:`(2\gamma_m^2 + m\varepsilon^2)\,|S|^\top |X_i| |S|` entrywise."""
+    from noisealloc.solvers import _double_double as ddm
 
-    The products of floats are exact in double-double and the sums carry an error below
-    :math:`(2m + 2)\,\varepsilon^2 (|S|^\top |X_i| |S|)` entrywise; the result is then rounded to
+    b, m = X.shape[0], X.shape[1]
+    tri = not np.any(np.tril(S, -1))  # dtrtri of the upper triangular factor: exact zeros below
+    St = np.ascontiguousarray(S.T)  # lower triangular
+    s1, s2 = ddm._split(St)
+    x1, x2 = ddm._split(X)
+    hi, lo = np.zeros((b, m, m)), np.zeros((b, m, m))
+    for j in range(m):  # P = S^T X: row r gets S^T[r, j] X[j, :] for r >= j
+        r = j if tri else 0
+        a, a1, a2 = St[r:, j:j + 1], s1[r:, j:j + 1], s2[r:, j:j + 1]
+        c, c1, c2 = X[:, j:j + 1, :], x1[:, j:j + 1, :], x2[:, j:j + 1, :]
+        prod = a * c
+        err = ((a1 * c1 - prod) + a1 * c2 + a2 * c1) + a2 * c2
+        h, t = ddm._two_sum(hi[:, r:, :], prod)
+        hi[:, r:, :] = h
+        lo[:, r:, :] += t + err
+    ph, pl = hi, lo
+    p1, p2 = ddm._split(ph)
+    u1, u2 = ddm._split(S)
+    hi, lo = np.zeros((b, m, m)), np.zeros((b, m, m))
+    for j in range(m):  # Z = P S: column k gets P[:, j] S[j, k] for k >= j
+        k = j if tri else 0
+        a, a1, a2, al = ph[:, :, j:j + 1], p1[:, :, j:j + 1], p2[:, :, j:j + 1], pl[:, :, j:j + 1]
+        c, c1, c2 = S[j:j + 1, k:], u1[j:j + 1, k:], u2[j:j + 1, k:]
+        prod = a * c
+        err = ((a1 * c1 - prod) + a1 * c2 + a2 * c1) + a2 * c2 + al * c
+        h, t = ddm._two_sum(hi[:, :, k:], prod)
+        hi[:, :, k:] = h
+        lo[:, :, k:] += t + err
+    return hi, lo
+
+
+def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 2048):
+    r"""``fl(S^T X_i S)`` computed in twice the working precision, and a bound on its distance to the exact congruence.
+
+    Both products by Dot2 (:func:`_dot2_congruence`, ``S`` upper triangular): their error before the final rounding is below
+    :math:`(2\gamma_m^2 + m\varepsilon^2)(|S|^\top |X_i| |S|)` entrywise; the result is then rounded to
     float64 (its low part is the rounding).  So the rounded matrices are the input as given, in the
     coordinates of the float matrix ``S``, to a relative :math:`\varepsilon` of their own entries however
     ill-conditioned ``S`` is (a float64 product loses :math:`\varepsilon \kappa(S)^2`).
@@ -382,7 +420,7 @@ def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 1024):
     S : ndarray, shape (m, m)
     X : ndarray, shape (n, m, m)
     chunk : int
-        Matrices per double-double block (bounds the memory).
+        Matrices per block (bounds the memory).
 
     Returns
     -------
@@ -390,26 +428,24 @@ def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 1024):
         Symmetric float64 :math:`S^\top X_i S`.
     err : ndarray, shape (n,)
         Upper bounds on :math:`\|B_i - S^\top X_i S\|_2` (Frobenius norms of the low parts plus the
-        double-double error, and the symmetrisation).
+        products' error, and the symmetrisation).
     """
-    from noisealloc.solvers import _double_double as ddm
-
     n, m = X.shape[0], X.shape[1]
     B = np.empty_like(X)
     err = np.empty(n)
     absS = np.abs(S)
+    gam = m * EPS / (1.0 - m * EPS)
+    c = 2.0 * gam * gam + (m + 2) * EPS * EPS
     for s0 in range(0, n, chunk):
         x = X[s0:s0 + chunk]
-        b = x.shape[0]
-        Y = ddm.matmul(ddm.matmul(ddm.dd(np.broadcast_to(S.T, (b, m, m))), ddm.dd(x)),
-                       ddm.dd(np.broadcast_to(S, (b, m, m))))
-        hi = Y[0] + Y[1]
-        lo = Y[1] - (hi - Y[0])  # what rounding to float64 left out
+        Zh, Zl = _dot2_congruence(S, x)
+        hi = Zh + Zl
+        lo = Zl - (hi - Zh)  # what rounding to float64 left out
         sym = 0.5 * (hi + np.swapaxes(hi, 1, 2))
         mag = absS.T @ np.abs(x) @ absS
         B[s0:s0 + chunk] = sym
         err[s0:s0 + chunk] = (np.linalg.norm(lo, axis=(1, 2)) + np.linalg.norm(hi - sym, axis=(1, 2))
-                              + (2 * m + 2) * EPS * EPS * np.linalg.norm(mag, axis=(1, 2))) * (1.0 + 4 * EPS)
+                              + c * np.linalg.norm(mag, axis=(1, 2))) * (1.0 + 4 * EPS)
     return B, err
 
 
@@ -570,7 +606,7 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
             A_given, errs = _congruence_dd(Tinv, A_in)
             eta = float(np.max(errs))
             diff = A - A_given
-            dist = float(np.max(np.linalg.norm(diff, 2, axis=(1, 2)))) * (1.0 + 4 * EPS) + eta
+            dist = float(np.max(np.linalg.norm(diff, axis=(1, 2)))) * (1.0 + 4 * EPS) + eta  # Frobenius >= 2-norm
             if cvec is not None:
                 from noisealloc.solvers import _double_double as ddm
 
