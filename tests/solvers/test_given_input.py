@@ -163,6 +163,7 @@ def test_E_on_rescaled_data_succeeds_only_with_the_exact_gap_within_tol(scale):
     assert -again.value == pytest.approx(lmin, rel=1e-10)
 
 
+@pytest.mark.slow  # ~2 s: the E solve stalls on this problem before giving up
 def test_E_false_success_in_subnormals_is_gone():
     # x in [0, 1], degree 6, scaled by 1e-305: the solve claimed relative gap 6e-11 while the exact gap
     # with its own dual matrix was 1.4e-5; lambda_min / lambda_max ~ 1e-9 leaves float64 too little room.
@@ -232,3 +233,37 @@ def test_success_implies_the_exact_gap_of_the_input_as_given(criterion, degree, 
         assert gap / scale <= cert.rel_gap_as_given * (1 + 1e-6) + 1e-300
     if res.success:
         assert gap <= FW_GAP_RTOL * scale, (gap / scale, cert.rel_gap, res.message)
+
+
+@pytest.mark.slow  # ~2.5 s: the E solve stalls on this problem before giving up
+def test_E_below_float64_resolution_says_why_it_is_not_certified():
+    # lambda_min / lambda_max ~ 1e-9 (monomials of degree 6 on [0, 1]): the float64 rounding of
+    # lambda_min(M(p)) (~m eps lambda_max) is ~1e-6 of lambda_min, above tol: no success, and the
+    # message says so, even where the exact gap happens to be below tol.
+    x = np.linspace(0.0, 1.0, 41)
+    A = _rank_one(x, 6)
+    res = _solve(A, "E", grid=x)
+    cert = res.certificate
+    gap, lmin = exact_E_gap(A, res.weights, cert.dual_matrix)
+    assert gap / lmin <= cert.rel_gap_as_given
+    assert cert.rel_gap_as_given > FW_GAP_RTOL and not res.success
+    if res.status == 6:
+        assert "float64 rounding of lambda_min" in res.message
+
+
+def test_psd_projected_problem_is_certified_and_named_as_such():
+    # make_problem(..., psd_projected=True): the rank-one problem (the projection of fl(f f^T)) is the one
+    # solved and certified, and the certificate says so with the projection's distance from the input.
+    x = np.linspace(0.0, 1.0, 41)
+    A = _rank_one(x, 10)
+    prob = make_problem(A, "A", grid=x, psd_projected=True)
+    res = solve(prob)
+    cert = res.certificate
+    assert res.success and cert.gap_as_given is None
+    assert cert.certified_problem.startswith("the PSD-projected input, not the input as given")
+    assert cert.projection_distance > 1e-3  # the float input is ~1% away in the solved coordinates
+    # for the input as given the same weights are not optimal (exact gap far above tol)
+    gap, value = exact_gap(A, res.weights, "A")
+    assert gap > 100 * FW_GAP_RTOL * value
+    again = certify(prob, res.weights)
+    assert again.certified_problem == cert.certified_problem and again.rel_gap == pytest.approx(cert.rel_gap, abs=1e-12)
