@@ -176,7 +176,7 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
 def _certified_problem(prob: Problem) -> str:
     """One line naming the problem a certificate is for (``Certificate.certified_problem``)."""
     if prob.criterion == "E":
-        what = "the input as given (its float64 rounding bounded: gap_as_given)"
+        what = "the input as given (E: gap_as_given adds a bound on the float64 rounding of the gap)"
     elif prob.A_given is not None:
         what = (f"the input as given (its float matrices congruent to the solved coordinates in double-double, "
                 f"rounding {prob.input_perturbation:.3g} covered by gap_as_given; the algorithms ran on its PSD "
