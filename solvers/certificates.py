@@ -46,10 +46,20 @@ from scipy import optimize
 
 from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.algorithms.e_optimal import e_dual_bound
-from noisealloc.solvers.problem import Problem, as_problem, check_weights, evaluate, gradient, scale
+from noisealloc.solvers.problem import (
+    Problem,
+    as_problem,
+    check_weights,
+    evaluate,
+    gradient,
+    moments,
+    scale,
+    given_problem,
+    unit_scaled,
+)
 from noisealloc.solvers.result import Certificate, ExactCertificate, OffGridCheck
 from noisealloc.theory.errors import check_interval
-from noisealloc.theory.tolerances import FW_GAP_RTOL, KKT_RTOL
+from noisealloc.theory.tolerances import E_ROUNDING_ULPS, EPS, FW_GAP_RTOL, KKT_RTOL
 
 __all__ = [
     "certify_problem",
@@ -93,21 +103,46 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
     support = np.flatnonzero(p > 0)
     dual = None
     if prob.criterion == "E":
-        E, g, lmin = e_dual_bound(prob, p)
-        value = -lmin
-        gbar = -(lmin - prob.regularization)
-        sc = float(max(lmin, np.finfo(float).tiny))
+        # Solved and certified on an exact power-of-two rescaling with entries of unit size: on data
+        # scaled by 1e-300 the sums of the bound fell into subnormals and lost their relative accuracy.
+        sp, f = unit_scaled(prob)
+        E, g, lmin = e_dual_bound(sp, p)
+        rounding = e_rounding_bound(sp, p, E, g)
+        reg = sp.regularization
+        gbar = -(lmin - reg)
+        # The scale is lambda_min of the input as given (without a ridge); the ridge cancels in the gap.
+        sc = float(max(lmin - reg, np.finfo(float).tiny))
+        gap = float(max(gbar - g.min(), 0.0))
+        eq_slack = float(g.min() - gbar)
+        sup_slack = float(np.max(np.abs(g[support] - gbar))) if support.size else 0.0
+        eq_ok = bool(eq_slack >= -rtol * sc and sup_slack <= rtol * sc)
+        rel_gap = gap / sc
+        given_rel = (gap + rounding) / sc
+        # back to the units of the problem as given (exact: a power of two, unless the result underflows)
+        inv = 1.0 / f
+        value, g, gbar, gap, sc = -lmin * inv, g * inv, gbar * inv, gap * inv, sc * inv
+        eq_slack, sup_slack = eq_slack * inv, sup_slack * inv
         dual = E
+        gap_given = gap + rounding * inv
     else:
+        # The input as given, when the matrices solved are a PSD projection of it (QR preconditioning)
+        solved, prob = prob, given_problem(prob)
         ev = evaluate(prob, p)
         g = gradient(prob, ev)
         value = ev.value
         gbar = float(p @ g)
         sc = scale(prob, ev)
-    gap = float(max(gbar - g.min(), 0.0))
-    eq_slack = float(g.min() - gbar)
-    sup_slack = float(np.max(np.abs(g[support] - gbar))) if support.size else 0.0
-    eq_ok = bool(eq_slack >= -rtol * sc and sup_slack <= rtol * sc)
+        gap = float(max(gbar - g.min(), 0.0))
+        eq_slack = float(g.min() - gbar)
+        sup_slack = float(np.max(np.abs(g[support] - gbar))) if support.size else 0.0
+        eq_ok = bool(eq_slack >= -rtol * sc and sup_slack <= rtol * sc)
+        rel_gap = gap / sc
+        gap_given = None
+        given_rel = None
+        if prob.convex and solved.A_given is not None:
+            gap_given = gap_as_given(prob, p)
+            given_rel = gap_given / sc
+        prob = solved
     bound = prob.atom_bound
     return Certificate(
         criterion=prob.criterion,
@@ -117,7 +152,7 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
         g_bar=float(gbar),
         gap=gap,
         scale=float(sc),
-        rel_gap=float(gap / sc),
+        rel_gap=float(rel_gap),
         equivalence_slack=eq_slack,
         support_slack=sup_slack,
         equivalence_ok=eq_ok,
@@ -129,7 +164,160 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
         regularization=prob.regularization,
         dual_matrix=dual,
         surrogate_value=surrogate_value if prob.criterion == "sandwich" else None,
+        input_perturbation=float(prob.input_perturbation),
+        psd_projection=float(prob.psd_projection),
+        projection_distance=float(prob.projection_distance),
+        gap_as_given=gap_given,
+        rel_gap_as_given=None if given_rel is None else float(given_rel),
+        certified_problem=_certified_problem(prob),
     )
+
+
+def _certified_problem(prob: Problem) -> str:
+    """One line naming the problem a certificate is for (``Certificate.certified_problem``)."""
+    if prob.criterion == "E":
+        what = "the input as given (E: gap_as_given adds a bound on the float64 rounding of the gap)"
+    elif prob.A_given is not None:
+        what = (f"the input as given (its float matrices congruent to the solved coordinates in double-double, "
+                f"rounding {prob.input_perturbation:.3g} covered by gap_as_given; the algorithms ran on its PSD "
+                f"projection, {prob.projection_distance:.3g} away in those coordinates, negative eigenvalues "
+                f"{prob.psd_projection:.3g} relative)")
+    elif prob.precond_kind == "qr":
+        dist = (f", {prob.projection_distance:.3g} away from the input as given in the solved coordinates"
+                if prob.projection_distance else "")
+        what = (f"the PSD-projected input, not the input as given (the QR preconditioning factored it: negative "
+                f"eigenvalues {prob.psd_projection:.3g} relative to the largest, and those below rounding, "
+                f"projected away{dist}; the matrices solved are certified)")
+    elif prob.precond_kind == "jacobi":
+        what = "the input as given (solved in exactly rescaled coordinates)"
+    else:
+        what = "the input as given"
+    if prob.regularization:
+        what += f", with the ridge {prob.regularization:.3g} * I recorded in regularization"
+    return what
+
+
+def e_rounding_bound(prob: Problem, p: np.ndarray, E: np.ndarray, g: np.ndarray) -> float:
+    r"""A bound on the float64 rounding of E's weak-duality gap, so that gap plus it bounds the exact gap.
+
+    The exact gap of the input as given with the returned dual matrix is
+    :math:`\max_i \langle E', A_i\rangle + \delta - \lambda_{\min}(M(p))`, with
+    :math:`E' = (E + sI) / \operatorname{tr}(E + sI)` exactly PSD and of unit trace,
+    :math:`s = \max(0, -\lambda_{\min}(E))` plus its eigenvalue error.  First-order rounding-error
+    bounds (Higham 2002, ch. 3; :math:`\gamma_k \approx k\varepsilon`), each by a factor
+    ``E_ROUNDING_ULPS``:
+
+    * :math:`\langle E, A_i\rangle` by one GEMV of length :math:`m^2` and the trace normalisation:
+      :math:`(m^2 + m + 2)\,\varepsilon \langle |E|, |A_i|\rangle`; the shift adds
+      :math:`s \operatorname{tr}(A_i)^+`;
+    * :math:`\lambda_{\min}(M(p))`: :math:`M(p)` summed over the ``k`` atoms,
+      :math:`(k + 2)\varepsilon \|\sum_i p_i |A_i|\|_F`, and eigvalsh's backward error
+      :math:`m \varepsilon \|M(p)\|_2`.
+
+    These are of order :math:`m^2 \varepsilon \lambda_{\max}`: relative to :math:`\lambda_{\min}`
+    they exceed the tolerance when :math:`\lambda_{\min} / \lambda_{\max}` is below about
+    :math:`m^2 \varepsilon / \mathrm{tol}`, where float64 cannot certify E.
+
+    Parameters
+    ----------
+    prob : Problem
+        An 'E' problem (entries of unit size: :func:`~noisealloc.solvers.problem.unit_scaled`).
+    p : ndarray, shape (n,)
+    E : ndarray, shape (m, m)
+        The dual matrix (trace one, PSD up to rounding).
+    g : ndarray, shape (n,)
+        :math:`-\langle E, A_i\rangle` as computed.
+
+    Returns
+    -------
+    float
+        The bound, absolute, in the units of ``prob``.
+    """
+    from noisealloc.solvers import _double_double as ddm
+
+    m = prob.m
+    k = E_ROUNDING_ULPS * EPS
+    Es = 0.5 * (E + E.T)
+    ev_E = np.linalg.eigvalsh(Es)
+    shift = max(0.0, -float(ev_E[0])) + k * m * float(np.max(np.abs(ev_E)))
+    tr = np.maximum(np.einsum("ijj->i", prob.A), 0.0)
+    # <E, A_i> in double-double (exact products, sums to eps^2): a float64 GEMV's bound
+    # m^2 eps <|E|, |A_i|> alone exceeded the tolerance on well-posed problems (m = 9, lambda_min 1e-5).
+    hi, lo = ddm._two_prod(prob.Aflat, Es.ravel()[None, :])
+    acc = (hi[:, 0], lo[:, 0])
+    for j in range(1, hi.shape[1]):
+        acc = ddm.add(acc, (hi[:, j], lo[:, j]))
+    ub = acc[0] + acc[1]
+    absdot = np.abs(prob.Aflat) @ np.abs(Es).ravel()
+    # trace normalisation of E (relative (m + 2) eps), the dd sums and the final rounding of each
+    ub_err = k * (m + 2) * np.abs(ub) + k * EPS * m * m * absdot + shift * tr
+    up = float(np.max(ub + ub_err) - np.max(-g))
+    idx = np.flatnonzero(p)
+    Mabs = (p[idx] @ np.abs(prob.Aflat[idx])).reshape(m, m)
+    M, _ = moments(prob, p)
+    lo_err = k * (idx.size + 2) * float(np.linalg.norm(Mabs)) + k * m * float(np.linalg.norm(M, 2))
+    return float(up + lo_err)
+
+
+def gap_as_given(prob: Problem, p: np.ndarray) -> float:
+    r"""A bound on :math:`\Phi(p) - \Phi^*` of the exact input as given from its rounded congruence ``prob.A``.
+
+    Every moment matrix of the exact input, in the problem's coordinates, satisfies
+    :math:`\tilde M(q) - \eta I \preceq M(q) \preceq \tilde M(q) + \eta I` with
+    :math:`\eta` = ``prob.input_perturbation``.  The convex criteria L, A, c and D are antitone in
+    ``M``, so :math:`\Phi(p) \le \Phi_{-\eta}(p)` and
+    :math:`\Phi^* \ge \Phi^*_{+\eta} \ge \Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p)` (the Frank-Wolfe
+    gap of the ridged problem), where :math:`\Phi_{\pm\eta}` is the criterion of :math:`\tilde M \pm \eta I`.
+
+    Parameters
+    ----------
+    prob : Problem
+        A convex problem other than 'E'.
+    p : ndarray, shape (n,)
+
+    Returns
+    -------
+    float
+        :math:`\Phi_{-\eta}(p) - \Phi_{+\eta}(p) + \mathrm{gap}_{+\eta}(p)` plus the float64 rounding of
+        the gap (:func:`_fw_rounding_bound`); ``inf`` when
+        :math:`\tilde M(p) - \eta I` is not positive definite.
+    """
+    from dataclasses import replace
+
+    from noisealloc.solvers.criteria import SingularMomentError
+
+    eta = prob.input_perturbation
+    lo = replace(prob, regularization=prob.regularization - eta)
+    hi = replace(prob, regularization=prob.regularization + eta)
+    try:
+        upper = evaluate(lo, p).value
+    except SingularMomentError:
+        return float("inf")
+    ev = evaluate(hi, p)
+    g = gradient(hi, ev)
+    lower = ev.value - max(float(p @ g) - float(g.min()), 0.0)
+    return float(max(upper - lower, 0.0)) + _fw_rounding_bound(hi, p, ev, g)
+
+
+def _fw_rounding_bound(prob: Problem, p: np.ndarray, ev, g: np.ndarray) -> float:
+    r"""First-order bound on the float64 rounding of a Frank-Wolfe gap :math:`\sum_i p_i g_i - \min_i g_i`.
+
+    :math:`g_i = \langle D, A_i\rangle` by a GEMV of length :math:`m^2` (:math:`m^2\varepsilon\langle |D|, |A_i|\rangle`),
+    :math:`\bar g` summed over the ``s`` atoms (:math:`(s + 2)\varepsilon \sum_i p_i |g_i|`), and ``D`` itself,
+    computed through :math:`M(p)^{-1}` to a relative :math:`m \kappa(M(p))\varepsilon`; each times
+    ``E_ROUNDING_ULPS``.  Without it the bound missed the exact gap by 1e-5 of itself on a near-collinear
+    D problem (gap 1.2e-10, gradients of size 2).
+    """
+    m, k = prob.m, E_ROUNDING_ULPS * EPS
+    absD = np.abs(ev.DA).ravel()
+    if ev.DG is not None:
+        absD = absD + np.abs(ev.DG).ravel()
+    idx = np.flatnonzero(p)
+    gemv = float(np.max(np.abs(prob.Aflat) @ absD))
+    evm = np.linalg.eigvalsh(ev.M)
+    kappa = float(evm[-1] / evm[0]) if evm[0] > 0 else float("inf")
+    return float(k * ((m * m + 2) * gemv + (idx.size + 2) * float(p[idx] @ np.abs(g[idx]))
+                      + 2 * m * kappa * float(np.max(np.abs(g)))))
 
 
 def sensitivity_parts(prob: Problem, p: np.ndarray):
@@ -151,8 +339,9 @@ def sensitivity_parts(prob: Problem, p: np.ndarray):
         Normaliser of the relative violation.
     """
     if prob.criterion == "E":
-        E, g, lmin = e_dual_bound(prob, p)
-        return -E, None, lmin - prob.regularization, max(lmin, np.finfo(float).tiny)
+        sp, f = unit_scaled(prob)  # see certify_problem
+        E, g, lmin = e_dual_bound(sp, p)
+        return -E, None, (lmin - sp.regularization) / f, max(lmin - sp.regularization, np.finfo(float).tiny) / f
     ev = evaluate(prob, p)
     g = gradient(prob, ev)
     return ev.DA, ev.DG, -float(p @ g), scale(prob, ev)

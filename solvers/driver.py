@@ -34,7 +34,9 @@ from noisealloc.solvers.problem import (
     criterion_value,
     evaluate,
     moments,
+    given_problem,
     new_counters,
+    unit_scaled,
 )
 from noisealloc.solvers.result import STATUS_MESSAGES, Certificate, SolveResult
 from noisealloc.theory.errors import ConvergenceWarning, as_generator, check_choice
@@ -243,6 +245,9 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     counters = new_counters()
     # V at the convex surrogate's optimum is a property of the problem: one L solve, not one per start
     surrogate = surrogate_value(prob)
+    # E is solved on an exact power-of-two rescaling with entries of unit size (data scaled by 1e-300
+    # summed into subnormals); the weights do not change, the certificate is scaled back at the end.
+    given, (prob, factor) = prob, unit_scaled(prob)
 
     def run_from(p, run_tol=tol):
         return _run_from(prob, p, method=method, polish=polish, tol=run_tol, max_iter=max_iter, gen=gen,
@@ -262,9 +267,18 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
         # Neither global nor a KKT point unless the certificate holds (for m = 1 the value itself is
         # compared with the exact global minimum).
         optimality = "none"
+    if factor != 1.0:
+        cert = _rescaled_certificate(cert, 1.0 / factor, given)
+        prob = given
     support = np.flatnonzero(p > 0)
     label = method + ("+polish" if polish else "")
     message = STATUS_MESSAGES[status] + f" (certified relative gap {cert.rel_gap:.3g}, tol {tol:g})"
+    if cert.rel_gap_as_given is not None:
+        message += (f"; for {cert.certified_problem}, the relative gap is bounded by "
+                    f"{cert.rel_gap_as_given:.3g}")
+        if prob.criterion == "E" and status == 6:
+            message += (" (float64 rounding of lambda_min(M(p)), of order m eps lambda_max, is too "
+                        f"large relative to lambda_min = {-cert.value:.3g})")
     if prob.criterion == "sandwich":
         message += f"; optimality: {optimality} ({proof})"
     if status != 0:
@@ -335,10 +349,14 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
         cert = _certify(prob, p, rtol=tol, surrogate=cert.surrogate_value)
     if cert.rel_gap <= tol and not cert.equivalence_ok:
         p, cert = _restore_equality(prob, p, cert, tol, counters)
+    if polish and prob.A_given is not None and not cert.optimality_ok:
+        p, cert = _polish_as_given(prob, p, cert, tol, counters)
     # The certificate, not the solver's own bookkeeping, decides convergence: the gap and the
     # equivalence check (equality of the gradient on the support) must both hold.
     if cert.optimality_ok:
         status = 0
+    elif cert.rel_gap <= tol and cert.equivalence_ok:
+        status = 6  # the problem solved is certified, the input as given is not (Certificate.gap_as_given)
     elif cert.rel_gap <= tol:
         status = 3
     elif status == 0:
@@ -529,6 +547,29 @@ def _branch_and_bound_proof(prob: Problem, best, run_from):
     return best, "local (KKT)", what + f" (open: budget of {SANDWICH_BNB_MAX_BOXES} boxes spent)"
 
 
+def _polish_as_given(prob: Problem, p: np.ndarray, cert: Certificate, tol: float, counters: dict):
+    r"""Polish on the input as given (``Problem.A_given``) what the algorithms found on its PSD projection.
+
+    On a near-singular input (rank-one :math:`f f^\top` rounded to indefinite matrices) the projection
+    differs from the input far above rounding in the solved coordinates (monomials of degree 10 on
+    [0, 1]: 1e-2), and so do the optima: the certificate, which is of the input as given, then fails at
+    the projection's optimum.  Newton with column generation on the input as given starts there; the
+    result is kept when it certifies or lowers the relative gap.
+    """
+    pg = given_problem(prob)
+    try:
+        q, _ = polish_mod.run(pg, p, tol=tol, mu=0.0, counters=counters)
+        cq = _certify(prob, q, rtol=tol, surrogate=cert.surrogate_value)
+        if cq.rel_gap <= tol and not cq.equivalence_ok:
+            q, _ = _restore_equality(pg, q, cq, tol, counters)
+            cq = _certify(prob, q, rtol=tol, surrogate=cert.surrogate_value)
+    except (ValueError, SingularMomentError):
+        return p, cert
+    if cq.optimality_ok or (not cert.optimality_ok and cq.rel_gap < cert.rel_gap):
+        return q, cq
+    return p, cert
+
+
 def _restore_equality(prob: Problem, p: np.ndarray, cert: Certificate, tol: float, counters: dict):
     r"""Close the equivalence check when the gap already met ``tol`` (two attempts, kept only if certified).
 
@@ -587,6 +628,18 @@ def surrogate_value(prob: Problem) -> float | None:
         return None
     res = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
     return float(criterion_value(prob, res.weights))
+
+
+def _rescaled_certificate(cert: Certificate, inv: float, prob: Problem) -> Certificate:
+    """An E certificate of the unit-scaled problem (:func:`~noisealloc.solvers.problem.unit_scaled`) in the
+    units of the problem as given: absolute fields times ``inv`` (a power of two), relative ones unchanged."""
+    from noisealloc.solvers.certificates import _certified_problem
+
+    return replace(cert, value=cert.value * inv, g=cert.g * inv, g_bar=cert.g_bar * inv, gap=cert.gap * inv,
+                   scale=cert.scale * inv, equivalence_slack=cert.equivalence_slack * inv,
+                   support_slack=cert.support_slack * inv, regularization=prob.regularization,
+                   gap_as_given=None if cert.gap_as_given is None else cert.gap_as_given * inv,
+                   certified_problem=_certified_problem(prob))
 
 
 def _certify(prob: Problem, p: np.ndarray, *, rtol=None, surrogate=None) -> Certificate:

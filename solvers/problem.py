@@ -20,7 +20,9 @@ problem in coordinates where the uniform allocation's moment matrix :math:`M_u =
 to the identity, :math:`M_u = T^\top \tilde M_u T`: an exact power-of-two Jacobi scaling when that
 leaves :math:`\tilde M_u` well conditioned, else the Householder QR of the stacked factors
 :math:`C_i` of :math:`A_i = C_i^\top C_i` (``Problem.precond_kind``).  Solutions, values (D with its
-offset included) and certificates are those of the problem as given; they do not depend on a
+offset included) and certificates are those of the problem as given (on the QR path the algorithms
+run on a PSD projection of the input, and the certificate, and a final polish, on the input as given
+in the same coordinates, ``Problem.A_given``); they do not depend on a
 positive rescaling of ``A`` or on the basis of the parameters (monomial or Chebyshev), and
 singularity is decided on the preconditioned problem.  ``Problem.A`` holds the preconditioned
 matrices; :meth:`Problem.transform` maps further matrices (off-grid levels) into them.
@@ -66,6 +68,8 @@ __all__ = [
     "scale",
     "hessian",
     "new_counters",
+    "unit_scaled",
+    "given_problem",
 ]
 
 #: Weights given as a probability vector must sum to one within this (absolute): a vector
@@ -108,6 +112,23 @@ class Problem:
     value_offset : float
         Added to the criterion value of the preconditioned matrices to give the value of the
         problem as given: :math:`-2\log|\det T|` for D, 0 otherwise.
+    input_perturbation : float
+        QR preconditioning of a convex criterion only (0 otherwise): a bound :math:`\eta` on
+        :math:`\max_i \|A^{\mathrm{given}}_i - S^\top A_i S\|_2`, the rounding of ``A_given``
+        (:func:`_congruence_dd`, of order :math:`m\varepsilon`); the certificate's ``gap_as_given`` covers it.
+    psd_projection : float
+        The largest :math:`\sum |w_k|` over the negative eigenvalues :math:`w_k` of a
+        Jacobi-scaled input matrix that the QR preconditioning projected away, relative to that
+        matrix's largest eigenvalue (0: no input matrix was indefinite in floating point).
+    A_given : ndarray, shape (n, m, m) or None
+        QR preconditioning of a convex criterion only: the input as given in the problem's coordinates,
+        :math:`S^\top A_i S` with the float matrix :math:`S = T^{-1}` (``_triangular_inverse(precond)``),
+        computed in double-double.  ``A`` holds the factored (PSD-projected) matrices the algorithms
+        run on; certificates are computed on ``A_given`` (:func:`given_problem`).  None also when
+        ``make_problem(..., psd_projected=True)`` asked for the projection itself.
+    projection_distance : float
+        :math:`\max_i \|A_i - A^{\mathrm{given}}_i\|_2` (plus ``input_perturbation``): how far the
+        matrices solved are from the input as given, in the problem's coordinates.
     """
 
     A: np.ndarray
@@ -123,6 +144,10 @@ class Problem:
     precond: Optional[np.ndarray] = None
     precond_kind: str = "none"
     value_offset: float = 0.0
+    input_perturbation: float = 0.0
+    psd_projection: float = 0.0
+    A_given: Optional[np.ndarray] = None
+    projection_distance: float = 0.0
 
     def transform(self, X) -> np.ndarray:
         r"""A matrix of the problem as given (an ``A`` or ``G`` at another level) in the problem's coordinates.
@@ -301,7 +326,7 @@ def _singular_error(what: str) -> ValueError:
 def _precondition(A: np.ndarray):
     r"""The congruence that makes the uniform moment matrix well conditioned (module docstring).
 
-    Returns ``(A_tilde, T, kind)`` with :math:`A_i = T^\top \tilde A_i T` and
+    Returns ``(A_tilde, T, kind, psd_projection)`` (the last: ``Problem.psd_projection``) with :math:`A_i = T^\top \tilde A_i T` and
     :math:`\tilde M_u = \operatorname{mean}_i \tilde A_i` close to the identity.
 
     Raises ValueError when the uniform allocation (the largest range) is singular in floating point:
@@ -318,11 +343,11 @@ def _precondition(A: np.ndarray):
     As = A / np.outer(d, d)
     ev = np.linalg.eigvalsh(As.mean(axis=0))
     if ev[0] >= PRECOND_QR_RCOND * ev[-1]:
-        return As, np.diag(d), "jacobi"
+        return As, np.diag(d), "jacobi", 0.0
     # Factors of the Jacobi-scaled matrices (columns of unit size, so each factor's normwise error is
     # columnwise too); eigenvalues below the eigensolver's resolution are rounding and are dropped.
-    w, U = np.linalg.eigh(As)
-    w = np.where(w > 4.0 * m * EPS * np.maximum(w[:, -1:], 0.0), w, 0.0)
+    w0, U = np.linalg.eigh(As)
+    w = np.where(w0 > 4.0 * m * EPS * np.maximum(w0[:, -1:], 0.0), w0, 0.0)
     C = (U * np.sqrt(w)[:, None, :]).transpose(0, 2, 1).reshape(n * m, m)  # rows: sqrt(w_k) u_k^T
     Q, R = np.linalg.qr(C)
     R = R / np.sqrt(n)
@@ -337,11 +362,120 @@ def _precondition(A: np.ndarray):
             f"<= SINGULAR_RCOND = {SINGULAR_RCOND:.3g} (M itself: {rc * rc:.3g})")
     Qb = Q.reshape(n, m, m)
     At = n * (np.swapaxes(Qb, 1, 2) @ Qb)
-    return 0.5 * (At + np.swapaxes(At, 1, 2)), R * d[None, :], "qr"
+    At = 0.5 * (At + np.swapaxes(At, 1, 2))
+    wmax = np.maximum(w0[:, -1], 0.0)
+    neg = np.sum(np.where(w0 < 0, -w0, 0.0), axis=1) / np.maximum(wmax, np.finfo(float).tiny)
+    return At, R * d[None, :], "qr", float(np.max(neg))
+
+
+def _dot2_congruence(S: np.ndarray, X: np.ndarray):
+    r""":math:`S^\top X_i S` for an upper triangular float ``S`` as a double-double pair, by Ogita, Rump and
+    Oishi's Dot2 (SIAM J. Sci. Comput. 26, 2005, Alg. 4.5): error-free products (Dekker's split) and sums
+    (Knuth's two-sum) in float64, the zeros of ``S`` skipped.  Before its final rounding the result is
+    within :math:`(2\gamma_m^2 + m\varepsilon^2)\,|S|^\top |X_i| |S|` entrywise."""
+    from noisealloc.solvers import _double_double as ddm
+
+    b, m = X.shape[0], X.shape[1]
+    tri = not np.any(np.tril(S, -1))  # dtrtri of the upper triangular factor: exact zeros below
+    St = np.ascontiguousarray(S.T)  # lower triangular
+    s1, s2 = ddm._split(St)
+    x1, x2 = ddm._split(X)
+    hi, lo = np.zeros((b, m, m)), np.zeros((b, m, m))
+    for j in range(m):  # P = S^T X: row r gets S^T[r, j] X[j, :] for r >= j
+        r = j if tri else 0
+        a, a1, a2 = St[r:, j:j + 1], s1[r:, j:j + 1], s2[r:, j:j + 1]
+        c, c1, c2 = X[:, j:j + 1, :], x1[:, j:j + 1, :], x2[:, j:j + 1, :]
+        prod = a * c
+        err = ((a1 * c1 - prod) + a1 * c2 + a2 * c1) + a2 * c2
+        h, t = ddm._two_sum(hi[:, r:, :], prod)
+        hi[:, r:, :] = h
+        lo[:, r:, :] += t + err
+    ph, pl = hi, lo
+    p1, p2 = ddm._split(ph)
+    u1, u2 = ddm._split(S)
+    hi, lo = np.zeros((b, m, m)), np.zeros((b, m, m))
+    for j in range(m):  # Z = P S: column k gets P[:, j] S[j, k] for k >= j
+        k = j if tri else 0
+        a, a1, a2, al = ph[:, :, j:j + 1], p1[:, :, j:j + 1], p2[:, :, j:j + 1], pl[:, :, j:j + 1]
+        c, c1, c2 = S[j:j + 1, k:], u1[j:j + 1, k:], u2[j:j + 1, k:]
+        prod = a * c
+        err = ((a1 * c1 - prod) + a1 * c2 + a2 * c1) + a2 * c2 + al * c
+        h, t = ddm._two_sum(hi[:, :, k:], prod)
+        hi[:, :, k:] = h
+        lo[:, :, k:] += t + err
+    return hi, lo
+
+
+def _congruence_dd(S: np.ndarray, X: np.ndarray, *, chunk: int = 2048):
+    r"""``fl(S^T X_i S)`` computed in twice the working precision, and a bound on its distance to the exact congruence.
+
+    Both products by Dot2 (:func:`_dot2_congruence`, ``S`` upper triangular): their error before the final rounding is below
+    :math:`(2\gamma_m^2 + m\varepsilon^2)(|S|^\top |X_i| |S|)` entrywise; the result is then rounded to
+    float64 (its low part is the rounding).  So the rounded matrices are the input as given, in the
+    coordinates of the float matrix ``S``, to a relative :math:`\varepsilon` of their own entries however
+    ill-conditioned ``S`` is (a float64 product loses :math:`\varepsilon \kappa(S)^2`).
+
+    Parameters
+    ----------
+    S : ndarray, shape (m, m)
+    X : ndarray, shape (n, m, m)
+    chunk : int
+        Matrices per block (bounds the memory).
+
+    Returns
+    -------
+    B : ndarray, shape (n, m, m)
+        Symmetric float64 :math:`S^\top X_i S`.
+    err : ndarray, shape (n,)
+        Upper bounds on :math:`\|B_i - S^\top X_i S\|_2` (Frobenius norms of the low parts plus the
+        products' error, and the symmetrisation).
+    """
+    n, m = X.shape[0], X.shape[1]
+    B = np.empty_like(X)
+    err = np.empty(n)
+    absS = np.abs(S)
+    gam = m * EPS / (1.0 - m * EPS)
+    c = 2.0 * gam * gam + (m + 2) * EPS * EPS
+    for s0 in range(0, n, chunk):
+        x = X[s0:s0 + chunk]
+        Zh, Zl = _dot2_congruence(S, x)
+        hi = Zh + Zl
+        lo = Zl - (hi - Zh)  # what rounding to float64 left out
+        sym = 0.5 * (hi + np.swapaxes(hi, 1, 2))
+        mag = absS.T @ np.abs(x) @ absS
+        B[s0:s0 + chunk] = sym
+        err[s0:s0 + chunk] = (np.linalg.norm(lo, axis=(1, 2)) + np.linalg.norm(hi - sym, axis=(1, 2))
+                              + c * np.linalg.norm(mag, axis=(1, 2))) * (1.0 + 4 * EPS)
+    return B, err
+
+
+def _e_unresolvable_message(Mt: np.ndarray, T: np.ndarray, lmin_float: float, lmax: float, m: int) -> str:
+    r"""Why criterion 'E' refuses a nonsingular problem whose :math:`\lambda_{\min}` float64 cannot resolve.
+
+    :math:`M_u = T^\top \tilde M_u T` with :math:`\tilde M_u` well conditioned, so
+    :math:`\lambda_{\min}(M_u) = \sigma_{\min}(L^\top T)^2` (:math:`\tilde M_u = L L^\top`) to a relative
+    :math:`\kappa(L^\top T)\,\varepsilon`, while the float64 eigenvalues of :math:`M(p)` (and the sums
+    forming it) carry an absolute error of order :math:`m \varepsilon \lambda_{\max}`: E's relative
+    gap, measured on the scale :math:`\lambda_{\min}`, has no correct digit.
+    """
+    try:
+        F = np.linalg.cholesky(0.5 * (Mt + Mt.T)).T @ T
+        sv = np.linalg.svd(F, compute_uv=False)
+        est = f"{sv[-1] ** 2:.3g}"
+    except np.linalg.LinAlgError:
+        est = "positive"
+    noise = m * EPS * lmax
+    return (f"A: criterion 'E' cannot be certified in float64 for this problem: the information matrix is "
+            f"nonsingular (its column-scaled factors are well conditioned; lambda_min of "
+            f"the uniform allocation's M is {est} from that factor, lambda_max {lmax:.3g}), but float64 rounding "
+            f"of M(p) and of its eigenvalues is of order m eps lambda_max = {noise:.3g} (eigvalsh gives lambda_min "
+            f"= {lmin_float:.3g}): lambda_min / lambda_max is at or below SINGULAR_RCOND = {SINGULAR_RCOND:.3g}, "
+            f"so E's gap relative to lambda_min has no correct digit (E is not invariant under a change of "
+            f"parameter basis: rescale or reparametrise the parameters so that lambda_min is resolvable)")
 
 
 def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None, grid=None,
-                 regularize: bool = True) -> Problem:
+                 regularize: bool = True, psd_projected: bool = False) -> Problem:
     r"""Validate raw arrays into a :class:`Problem`.
 
     Parameters
@@ -365,6 +499,12 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         the uniform information matrix is near-singular (default True; the solvers need it).  False
         evaluates the criterion exactly as defined, so a near-singular allocation shows up as
         singular instead of being hidden by the ridge.
+    psd_projected : bool
+        False (default): certificates are of the input as given, also when the QR preconditioning
+        factors a PSD projection of it (``Problem.A_given``).  True: the problem solved and certified
+        is that projection (for rank-one inputs :math:`\mathrm{fl}(f f^\top)`, the rank-one problem
+        :math:`f f^\top` to rounding in ``f``), and the certificate says so with the projection's size.
+        Jacobi-scaled problems are solved as given either way.
 
     Returns
     -------
@@ -447,24 +587,52 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
     # The uniform allocation has the largest range among all allocations: it decides singularity,
     # and (every criterion but E, which is not invariant under a change of basis) its factor is the
     # preconditioner.
-    T, kind, offset = None, "none", 0.0
+    T, kind, offset, proj = None, "none", 0.0, 0.0
+    A_given, eta, dist = None, 0.0, 0.0
     if criterion != "E":
-        At, T, kind = _precondition(A)
+        A_in = A
+        At, T, kind, proj = _precondition(A)
         A = np.ascontiguousarray(At)
         Tinv = _triangular_inverse(T)
         if Gs is not None:
             Gs = np.ascontiguousarray(Tinv.T @ Gs @ Tinv)
             Gs = 0.5 * (Gs + np.swapaxes(Gs, 1, 2))
-        Wm = Tinv.T @ Wm @ Tinv
-        Wm = 0.5 * (Wm + Wm.T)
-        if cvec is not None:
-            cvec = Tinv.T @ cvec
-            Wm = np.outer(cvec, cvec)
-        if criterion == "D":
-            offset = float(-2.0 * np.sum(np.log(np.abs(np.diag(T)))))
+        if kind == "qr" and criterion != "sandwich":
+            # The QR factors solve a PSD projection of the input, which on near-singular inputs (rank-one
+            # f f^T rounded to indefinite) differs from it far above rounding in these coordinates; the
+            # input as given, congruent by the float matrix Tinv, is kept beside them for the certificate
+            # (docs/THEORY.md section 4 (a), "what is certified").  W and c move in double-double too: a
+            # float64 product would lose eps * kappa(T)^2.
+            A_given, errs = _congruence_dd(Tinv, A_in)
+            eta = float(np.max(errs))
+            diff = A - A_given
+            dist = float(np.max(np.linalg.norm(diff, axis=(1, 2)))) * (1.0 + 4 * EPS) + eta  # Frobenius >= 2-norm
+            if cvec is not None:
+                from noisealloc.solvers import _double_double as ddm
+
+                cd = ddm.matmul(ddm.dd(Tinv.T), ddm.dd(cvec[:, None]))
+                cvec = (cd[0] + cd[1])[:, 0]
+                Wm = np.outer(cvec, cvec)
+            else:
+                Wm = _congruence_dd(Tinv, Wm[None])[0][0]
+            if criterion == "D":
+                offset = float(2.0 * np.sum(np.log(np.abs(np.diag(Tinv)))))  # exact congruence by Tinv
+        else:
+            Wm = Tinv.T @ Wm @ Tinv
+            Wm = 0.5 * (Wm + Wm.T)
+            if cvec is not None:
+                cvec = Tinv.T @ cvec
+                Wm = np.outer(cvec, cvec)
+            if criterion == "D":
+                offset = float(-2.0 * np.sum(np.log(np.abs(np.diag(T)))))
     Mu = A.mean(axis=0)
     ev = np.linalg.eigvalsh(Mu)
     lmax = ev[-1]
+    if criterion == "E" and lmax > 0 and ev[0] <= SINGULAR_RCOND * lmax:
+        # float64 eigenvalues cannot tell a tiny lambda_min from zero; the stacked factors (the
+        # preconditioner of the basis-invariant criteria) can.  Raises the singular error if singular.
+        At_u, T_u = _precondition(A)[:2]
+        raise ValueError(_e_unresolvable_message(At_u.mean(axis=0), T_u, ev[0], lmax, m))
     if lmax <= 0 or ev[0] <= SINGULAR_RCOND * lmax:
         raise _singular_error(
             f"the uniform allocation's M has eigenvalues in [{ev[0]:.3g}, {lmax:.3g}] (reciprocal condition "
@@ -478,6 +646,8 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
             RegularizationWarning,
             stacklevel=3,
         )
+    if psd_projected:
+        A_given, eta = None, 0.0  # the projection is the problem (projection_distance still says how far)
     prob = Problem(
         A=A,
         G=Gs,
@@ -492,6 +662,10 @@ def make_problem(A, criterion: str = "L", *, W=None, G=None, A_eval=None, c=None
         precond=T,
         precond_kind=kind,
         value_offset=offset,
+        input_perturbation=eta,
+        psd_projection=proj,
+        A_given=A_given,
+        projection_distance=dist,
     )
     if criterion == "sandwich":
         # The uniform allocation is the most regular one (largest range): its V fixes the scale on
@@ -541,6 +715,56 @@ def as_problem(problem, criterion: str | None = None, *, W=None, G=None, A_eval=
             raise ValueError(f"criterion {criterion!r} disagrees with the Problem's criterion {problem.criterion!r}")
         return problem
     return make_problem(problem, "L" if criterion is None else criterion, W=W, G=G, A_eval=A_eval, c=c, grid=grid)
+
+
+def given_problem(prob: Problem) -> Problem:
+    """The problem on the input as given (``A_given``) when the matrices solved differ from it, else ``prob``.
+
+    Parameters
+    ----------
+    prob : Problem
+
+    Returns
+    -------
+    Problem
+        With ``A = A_given`` (and ``A_given = None``); ``input_perturbation`` still bounds its rounding.
+    """
+    if prob.A_given is None:
+        return prob
+    B = prob.A_given
+    return replace(prob, A=B, Aflat=B.reshape(prob.n, prob.m * prob.m), A_given=None, projection_distance=0.0)
+
+
+def unit_scaled(prob: Problem):
+    r"""An 'E' problem rescaled exactly by a power of two so that its largest diagonal entry is about 1.
+
+    :math:`\lambda_{\min}(fM) = f\lambda_{\min}(M)`, so E's weights and relative gap do not change,
+    while sums of data scaled by 1e-300 no longer fall into subnormals (where they lose relative
+    accuracy).  Scaling up is exact; scaling down loses only entries below :math:`2^{-1022}` of the
+    largest, far under the resolution ``SINGULAR_RCOND`` of :math:`\lambda_{\min}`.
+
+    Parameters
+    ----------
+    prob : Problem
+
+    Returns
+    -------
+    scaled : Problem
+        ``prob`` itself unless it is an 'E' problem whose entries are not already of unit size.
+    factor : float
+        The power of two :math:`f` (``scaled.A = f * prob.A``, ridge likewise).
+    """
+    if prob.criterion != "E":
+        return prob, 1.0
+    top = float(np.max(np.einsum("ijj->ij", prob.A)))
+    if not (np.isfinite(top) and top > 0):
+        return prob, 1.0
+    f = float(np.exp2(-np.round(np.log2(top))))
+    if f == 1.0:
+        return prob, 1.0
+    A = prob.A * f
+    return replace(prob, A=A, Aflat=A.reshape(prob.n, prob.m * prob.m),
+                   regularization=prob.regularization * f), f
 
 
 # ---------------------------------------------------------------------------- evaluation

@@ -42,6 +42,8 @@ STATUS_MESSAGES = {
        "singular boundary)",
     4: "numerically singular: the moment matrix is singular in floating point at the allocation",
     5: "fallback: the primary method failed; the result comes from the fallback method and was re-checked",
+    6: "not certified for the input as given: the gap of the problem solved met tol, but its bound for the input as "
+       "given (the matrices solved differ from it, or float64 rounding is too large relative to the scale) did not",
 }
 
 
@@ -161,6 +163,35 @@ class Certificate:
         (the convex surrogate, exact when :math:`G = sA`).
     offgrid : OffGridCheck or None
     exact : ExactCertificate or None
+    input_perturbation : float
+        ``Problem.input_perturbation``: the rounding of the input as given in the solved coordinates
+        (QR preconditioning of a convex criterion; 0 otherwise), covered by ``gap_as_given``.
+    psd_projection : float
+        ``Problem.psd_projection``: relative size of the input's negative eigenvalues projected away by
+        the QR preconditioning (0: none).  The algorithms ran on that projection; the certificate
+        (``gap``, ``g``, ...) is computed on the input as given, except for the sandwich
+        (``certified_problem`` says which).
+    projection_distance : float
+        ``Problem.projection_distance``: how far the projected matrices the algorithms ran on are
+        from the input as given, in the solved coordinates.
+    gap_as_given : float or None
+        A bound on :math:`\Phi(p) - \Phi^*` of the exact input as given, where ``gap`` alone is not
+        one.  QR-preconditioned convex criteria (``gap`` is that of the rounded congruence ``A_given``,
+        :math:`\eta` = ``input_perturbation``):
+        :math:`\Phi_{-\eta}(p) - (\Phi_{+\eta}(p) - \mathrm{gap}_{+\eta}(p))` with
+        :math:`\Phi_{\pm\eta}` the criterion of :math:`\tilde M(q) \pm \eta I` (every :math:`M(q)` of the
+        input lies between them, and the criteria are antitone in M); ``inf`` when
+        :math:`\tilde M(p) - \eta I` is not positive definite.  'E': ``gap`` plus a bound on its float64
+        rounding (:func:`~noisealloc.solvers.certificates.e_rounding_bound`), so that it bounds the
+        exact gap of the input as given with ``dual_matrix`` made exactly PSD.  None otherwise
+        (the input was solved as given, in exactly rescaled coordinates).
+    rel_gap_as_given : float or None
+        ``gap_as_given / scale`` (computed before any rescaling back to the input's units, so it does
+        not underflow).  ``optimality_ok`` requires it within ``rtol`` when it is set.
+    certified_problem : str
+        Which problem the certificate is for, in words: the input as given, and how (solved as
+        given; through matrices that differ by ``input_perturbation``, with the size of the PSD
+        projection; with a recorded ridge).
     """
 
     criterion: str
@@ -184,12 +215,20 @@ class Certificate:
     surrogate_value: Optional[float] = None
     offgrid: Optional[OffGridCheck] = None
     exact: Optional[ExactCertificate] = None
+    input_perturbation: float = 0.0
+    psd_projection: float = 0.0
+    projection_distance: float = 0.0
+    gap_as_given: Optional[float] = None
+    rel_gap_as_given: Optional[float] = None
+    certified_problem: str = "the input as given"
 
     @property
     def optimality_ok(self) -> bool:
         """The optimality (convex) or KKT (sandwich) certificate holds: relative gap within ``rtol``
-        and the equivalence check passed.  What a solver's ``success`` requires."""
-        return bool(self.rel_gap <= self.rtol and self.equivalence_ok)
+        and the equivalence check passed, for the input as given (``rel_gap_as_given`` within
+        ``rtol`` when it is set).  What a solver's ``success`` requires."""
+        given_ok = self.rel_gap_as_given is None or self.rel_gap_as_given <= self.rtol
+        return bool(self.rel_gap <= self.rtol and self.equivalence_ok and given_ok)
 
     @property
     def certified(self) -> bool:
@@ -221,7 +260,8 @@ class SolveResult:
         ``status == 0``: the certificate's :attr:`Certificate.optimality_ok` holds at ``tol``.
     status : int
         Key of :data:`STATUS_MESSAGES`: 0 converged, 1 iteration limit, 2 stalled, 3 the gap met
-        ``tol`` but the equivalence check failed.
+        ``tol`` but the equivalence check failed, 6 the gap met ``tol`` but not its bound for the
+        input as given (``Certificate.gap_as_given``).
     message : str
     nit : int
         Iterations of the main algorithm plus Newton steps of the polish.

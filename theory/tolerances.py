@@ -146,6 +146,11 @@ E_CLUSTER_RTOL = 1e-4
 #: evaluated in float64 (lambda_min by eigvalsh, <E, A_i> by one GEMV), whose rounding is a few
 #: m * eps ~ 1e-14 relative for m <= 40; 1e-12 leaves a margin of ~100 above that.
 E_POLISH_RTOL = 1e-12
+#: Factor on the first-order rounding-error bounds (gamma_k ~ k eps) of the certificates' bounds for the
+#: input as given: E's (certificates.e_rounding_bound: the sum forming M(p), eigvalsh's backward error,
+#: the rounding of <E, A_i>) and the Frank-Wolfe gap's (certificates._fw_rounding_bound); 2 covers the
+#: second-order terms and eigvalsh's small constant (LAPACK dsyevd).
+E_ROUNDING_ULPS = 2.0
 #: The E certificate tries the double-double dual only when its float64 candidates leave a relative bound
 #: above this: 1e-10 is the target for degenerate (Chebyshev) problems and 100x below
 #: FW_GAP_RTOL, so well-conditioned problems, whose cheap candidates are already below it, skip the cost.
