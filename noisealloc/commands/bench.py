@@ -144,9 +144,12 @@ def _near_tied_option(args):
     text = str(getattr(args, "near_tied", "1001")).strip()
     if text.lower() == "none":
         return None
-    sizes = _sizes(text, "--near-tied")
+    try:
+        sizes = _sizes(text, "--near-tied")
+    except ValueError:
+        sizes = []
     if len(sizes) != 1:
-        raise ValueError(f"--near-tied must be one integer >= 2 or 'none'; got {text!r}")
+        raise ValueError(f"--near-tied must be one integer >= 2 (within the grid size limit) or 'none'; got {text!r}")
     return sizes[0]
 
 
