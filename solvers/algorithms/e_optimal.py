@@ -849,7 +849,7 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
     # one meets a tenth of FW_GAP_RTOL (the rest could only tighten an already tight bound).
     sizes = sorted(set(_e_clusters(ev)) | ({m} if m > 1 else set()))
     support = np.flatnonzero(p > 0)
-    cap = max(4 * m, 32)
+    cap = max(8 * m, 32)  # as _polish_dd: the whole support of its result, so one double-double round suffices
     if support.size > cap:
         support = support[np.argsort(-p[support])[:cap]]
     v0 = -best[2]
