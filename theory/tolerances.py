@@ -159,6 +159,11 @@ E_DD_TRIGGER_RTOL = 1e-10
 #: (~ mu / z_i with mu ~ 1e-17) on inactive candidates and are zeroed: dropping them moves M(p) by less
 #: than ~1e-12 relative, below E_POLISH_RTOL, while genuine atoms of these designs carry >= ~1e-4.
 E_DD_WEIGHT_FLOOR = 1e-12
+#: The double-double E interior point starts from the float64 one's first iterate with relative gap below
+#: this: float64 follows the central path accurately down to ~1e-8 on degenerate (Chebyshev) problems, so
+#: 1e-6 keeps a margin of 100 while saving the double-double iterations above it (Chebyshev m = 20 on
+#: 100 candidates: 5 instead of 11, the same final gap 3.5e-15; starts at 1e-4 ... 1e-7 all reached it).
+E_DD_WARM_RTOL = 1e-6
 
 #: Largest |coordinate| of a Dirac mixture's atom.  Squared distances (GEMM form, summed over up to
 #: ~1e3 dimensions) must stay finite: 1e150^2 * 1e3 = 1e303 < 1.8e308.  Beyond it the data are

@@ -141,6 +141,47 @@ def _solver_arguments(parser) -> None:
                         help="with --sandwich: comma-separated SEED:N (SEED an integer or 'issue'; default the 12 "
                              "cases of noisealloc.verify.bench.sandwich.SANDWICH_CASES)")
     _e_arguments(parser)
+    parser.add_argument("--near-tied", default="1001",
+                        help="grid size n of the near-tied D/A/c rows (model-like levels; default 1001; 'none' skips them)")
+
+
+def _near_tied_option(args):
+    """Grid size of the near-tied rows, or None for ``--near-tied none`` (one-line error naming the option)."""
+    text = str(getattr(args, "near_tied", "1001")).strip()
+    if text.lower() == "none":
+        return None
+    try:
+        sizes = _sizes(text, "--near-tied")
+    except ValueError:
+        sizes = []
+    if len(sizes) != 1:
+        raise ValueError(f"--near-tied must be one integer >= 2 (within the grid size limit) or 'none'; got {text!r}")
+    return sizes[0]
+
+
+def _near_tied_run(args, n) -> None:
+    """The near-tied rows of ``bench solver``: D, A and c on the same levels, CVXPY + Clarabel beside A and c."""
+    from noisealloc.verify.bench.solver import measure_near_tied
+
+    if n is None:
+        return
+    rows, _have = measure_near_tied(n, use_cvxpy=not args.no_cvxpy)  # a missing CVXPY is said above
+    print(f"near-tied levels (model-like on n={n} points of [-8, 8], neighbouring A_i ~1% apart; c = ones), "
+          "ours = multiplicative + Newton polish; D is the time A and c are compared with")
+    t_d = next((r.seconds for r in rows if r.criterion == "D"), None)
+    for row in rows:
+        cert = row.certificate
+        vs_d = "" if t_d is None or row.criterion == "D" else f"  time / D's = {row.seconds / t_d:.2f}"
+        print(f"{'near-tied':10s} n={row.n:6d} m={row.m:2d}  ours ({row.criterion}): {row.seconds:8.3f} s "
+              f"(CPU {row.cpu_seconds:.3f} s)  certified rel gap {cert.rel_gap:.2e}  status {row.status}  equivalence "
+              f"{'ok' if cert.equivalence_ok else 'FAILED'}  value {cert.value:.12g}  atoms {cert.n_atoms}  "
+              f"iterations {row.nit}, grads {row.njev}{vs_d}")
+        if row.cvxpy is not None:
+            cv = row.cvxpy
+            print(f"{'':10s} n={row.n:6d}        CVXPY+Clarabel (SOCP, status {cv['status']}): {cv['seconds']:8.3f} s  "
+                  f"certified rel gap {cv['certificate'].rel_gap:.2e}  value {cv['certificate'].value:.12g} (SOCP "
+                  f"optimum {cv['value']:.12g})  atoms {cv['n_atoms']} (weights > 1e-9 max)  time ratio CVXPY/ours = "
+                  f"{cv['ratio']:.2g}x")
 
 
 def _sizes(text, option: str) -> list:
@@ -168,6 +209,7 @@ def _solver_run(args) -> int:
     sizes = _sizes(args.sizes, "--sizes")
     cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
     e_sizes = _e_options(args)  # parsed before anything runs: a bad value answers at once
+    near_tied = _near_tied_option(args)
     problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
     r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
     if not args.no_cvxpy and not r.cvxpy_available:
@@ -189,6 +231,7 @@ def _solver_run(args) -> int:
             )
     for name, (n0, n1, growth) in r.scaling.items():
         print(f"{name:10s} scaling: time(n={n1}) / time(n={n0}) = {growth:.2f} for n ratio {n1 / n0:.1f}")
+    _near_tied_run(args, near_tied)
     _e_run(args, *e_sizes)
     _print_reduction()
     return 0

@@ -440,9 +440,13 @@ def run(prob: Problem, p, *, tol: float, mu: float = 0.0, max_rounds: int = 100,
     if np.count_nonzero(p) > cap:
         # A multiplicative run leaves every weight positive: keep the heavy atoms and the
         # local minima of g (sensitivity peaks), and move the rest of the mass to the
-        # nearest kept candidate so that M(p) barely changes.
+        # nearest kept candidate so that M(p) barely changes.  The heavy atoms are the local
+        # maxima of p in grid order (one per cluster): on near-tied levels the largest weights
+        # all sit in one cluster of neighbours, and keeping only those (model-like, c, n = 1001)
+        # left a singular aggregate, so the Newton polish ran on all n candidates (65 s, not 0.2 s).
         order = np.argsort(-p)
-        heavy = order[: cap // 2]
+        heavy = _local_minima(-p, np.arange(n))
+        heavy = heavy[np.argsort(-p[heavy])][: cap // 2]
         heavy = heavy[p[heavy] >= 1e-3 * p[order[0]]]
         gbar = float(p @ g)
         peaks = _local_minima(g, np.flatnonzero(g <= gbar))

@@ -37,6 +37,18 @@ degree ``m - 1`` on ``n`` points), its certified relative gap (spectraplex dual 
 :func:`noisealloc.solvers.certificates.e_dual_bound`) and, where cvxpy and clarabel are installed,
 CVXPY + Clarabel on the SDP :math:`\\max_{p \\in \\Delta} \\lambda_{\\min}(\\sum_i p_i A_i)`, certified by
 the same code; the ratio is CVXPY time / our time in the same run.
+
+Near-tied rows (:func:`measure_near_tied`): the ``model-like`` levels of :func:`problem` on a fine grid
+(:func:`near_tied_problem`, default ``n = 1001``), where neighbouring levels carry nearly equal matrices
+(:math:`\\|A_{i+1} - A_i\\|_F / \\|A_i\\|_F` has median 1 % at ``n = 1001``), so the optimal support is a few
+clusters of near-ties.  ``solve`` runs D (the reference the issue compares with), A and c (``c`` all ones,
+:func:`near_tied_problem`); beside A and c, CVXPY + Clarabel solve Sagnol's second-order-cone forms
+with the rank-revealing factors :math:`A_i = F_i F_i^\\top` (:math:`F_i` m x r),
+
+    A:  min sum_i ||Z_i||_F  s.t.  sum_i F_i Z_i = I,        c:  min sum_i ||z_i||_2  s.t.  sum_i F_i z_i = c,
+
+(the second is Elfving's theorem), ``w_i = ||Z_i|| / sum_j ||Z_j||``, certified by the same code.  Until
+2026-12 the c solve took 65 s CPU here (1,040 Newton steps over all n candidates) where D took 0.14 s.
 """
 
 from __future__ import annotations
@@ -49,7 +61,8 @@ import numpy as np
 __all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "KernelBenchRow", "KernelBenchResult",
            "measure_kernels", "ReductionBenchRow", "measure_reduction"]
 
-__all__ = ["EBenchRow", "SolverBenchRow", "SolverBenchResult", "cheb_problem", "measure", "measure_e", "problem"]
+__all__ = ["EBenchRow", "NearTiedRow", "SolverBenchRow", "SolverBenchResult", "cheb_problem", "measure", "measure_e",
+           "measure_near_tied", "near_tied_problem", "problem"]
 
 
 def problem(name: str, n: int):
@@ -597,4 +610,144 @@ def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: b
                   "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
         rows.append(EBenchRow(m=m, n=n, seconds=t_ours, status=int(res.status), certificate=cert,
                               lam_min=-cert.value, cvxpy=cv))
+    return rows, have_cvxpy
+
+
+# ------------------------------------------------------------------------------------- near-tied A / c
+
+
+def near_tied_problem(n: int = 1001):
+    """The near-tied benchmark: :func:`problem` ``('model-like', n)`` and the c-vector of its c row.
+
+    On ``n = 1001`` levels of [-8, 8] neighbouring matrices differ by 0.4-3.4 % (5th-95th percentile of
+    :math:`\\|A_{i+1} - A_i\\|_F / \\|A_i\\|_F`, median 1 %; the features vary on the scale 1 in
+    :math:`\\lambda`, the step is 16 / (n - 1)), so an optimal atom is a cluster of
+    near-tied levels, and a dense start (the multiplicative algorithm's) spreads its heaviest weights
+    over one such cluster.
+
+    Parameters
+    ----------
+    n : int
+        Grid size (``n >= 2``).
+
+    Returns
+    -------
+    grid : ndarray, shape (n,)
+    A : ndarray, shape (n, 10, 10)
+        :math:`A(\\lambda) = f f^\\top + g g^\\top` (rank 2; see the module docstring).
+    c : ndarray, shape (10,)
+        All ones: the sum of the ten parameters.
+    """
+    lam, A = problem("model-like", int(n))
+    return lam, A, np.ones(A.shape[1])
+
+
+def _factors(A, rtol: float = 1e-12):
+    """Rank-revealing factors ``F`` (n, m, r) with ``A_i = F_i F_i^T`` (eigenvalues below rtol * max dropped)."""
+    w, U = np.linalg.eigh(A)
+    r = int(max(1, np.max(np.sum(w > rtol * w[:, -1:], axis=1))))
+    return U[:, :, -r:] * np.sqrt(np.maximum(w[:, None, -r:], 0.0))
+
+
+def _cvxpy_socp_general(A, criterion: str, c=None):
+    r"""A- or c-optimal weights by CVXPY + Clarabel from Sagnol's SOCP (module docstring), any rank of ``A_i``."""
+    import cvxpy as cp
+
+    F = _factors(A)
+    n, m, r = F.shape
+    Fbig = np.concatenate(list(F), axis=1)  # m x (n r): block i is F_i
+    if criterion == "A":
+        Z = cp.Variable((n * r, m))
+        rows = cp.reshape(Z, (n, r * m), order="C")  # row i: the r x m block Z_i
+        cons = [Fbig @ Z == np.eye(m)]
+    else:
+        Z = cp.Variable(n * r)
+        rows = cp.reshape(Z, (n, r), order="C")
+        cons = [Fbig @ Z == np.asarray(c, dtype=float)]
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.norm(rows, 2, axis=1))), cons)
+    prob.solve(solver=cp.CLARABEL)
+    z = np.linalg.norm(np.asarray(Z.value, dtype=float).reshape(n, -1), axis=1)
+    return z / z.sum(), prob.status, float(prob.value) ** 2
+
+
+@dataclass(frozen=True)
+class NearTiedRow:
+    """One criterion on the near-tied levels (:func:`near_tied_problem`), and the CVXPY baseline where it ran.
+
+    Attributes
+    ----------
+    criterion : str
+        'D', 'A' or 'c'.
+    n, m : int
+    seconds, cpu_seconds : float
+        Wall and process CPU time of :func:`noisealloc.solvers.solve`.
+    status : int
+    nit, njev : int
+        Iterations and full gradient evaluations of the solve.
+    certificate : Certificate
+        Recomputed from the allocation alone (:func:`noisealloc.solvers.certify`).
+    cvxpy : dict or None
+        ``seconds``, ``status``, ``certificate``, ``value`` (the SOCP's optimal value squared, the
+        criterion's optimum), ``n_atoms`` (weights > 1e-9 max) and ``ratio`` (CVXPY time / ours).
+    """
+
+    criterion: str
+    n: int
+    m: int
+    seconds: float
+    cpu_seconds: float
+    status: int
+    nit: int
+    njev: int
+    certificate: object
+    cvxpy: dict | None = None
+
+
+def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: bool = True):
+    """Near-tied rows: ``solve`` on :func:`near_tied_problem` for D, A and c, with CVXPY beside A and c.
+
+    Parameters
+    ----------
+    n : int
+        Grid size (``n >= 2``).
+    criteria : sequence of {'D', 'A', 'c'}
+        Criteria to run (D is the time the others are compared with).
+    use_cvxpy : bool
+        Run the baseline (A and c) when cvxpy and clarabel are installed.
+
+    Returns
+    -------
+    rows : list of NearTiedRow
+    cvxpy_available : bool
+    """
+    import warnings
+
+    from noisealloc.solvers import certify, solve
+
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 2:
+        raise ValueError(f"n must be an integer >= 2; got {n!r}")
+    bad = [k for k in criteria if k not in ("D", "A", "c")]
+    if bad:
+        raise ValueError(f"criteria must be among 'D', 'A', 'c'; got {bad[0]!r}")
+    have_cvxpy = use_cvxpy and _cvxpy_available()
+    _lam, A, c = near_tied_problem(n)
+    rows = []
+    for crit in criteria:
+        kw = {"c": c} if crit == "c" else {}
+        t0, c0 = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a failed certificate is what the row reports (status, gap)
+            res = solve(A, crit, **kw)
+        t_ours, cpu = time.perf_counter() - t0, time.process_time() - c0
+        cert = certify(A, res.weights, crit, **kw)
+        cv = None
+        if have_cvxpy and crit in ("A", "c"):
+            t0 = time.perf_counter()
+            w, status, value = _cvxpy_socp_general(A, crit, c)
+            t_cv = time.perf_counter() - t0
+            cv = {"seconds": t_cv, "status": status, "certificate": certify(A, w, crit, **kw), "value": value,
+                  "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
+        rows.append(NearTiedRow(criterion=crit, n=int(n), m=A.shape[1], seconds=t_ours, cpu_seconds=cpu,
+                                status=int(res.status), nit=int(res.nit), njev=int(res.njev), certificate=cert,
+                                cvxpy=cv))
     return rows, have_cvxpy

@@ -10,8 +10,11 @@ from noisealloc.verify.bench import solver as bench_solver
 
 
 def test_bench_solver_tiny(capsys):
-    assert main(["bench", "solver", "--sizes", "30,60", "--no-cvxpy", "--e-sizes", "3:41"]) == 0
+    assert main(["bench", "solver", "--sizes", "30,60", "--no-cvxpy", "--e-sizes", "3:41", "--near-tied", "101"]) == 0
     out = capsys.readouterr().out
+    for crit in ("D", "A", "c"):  # the near-tied rows, D first (the time A and c are compared with)
+        assert f"ours ({crit}):" in out
+    assert out.count("time / D's") == 2 and "near-tied levels" in out
     for name in ("cheb19", "rank3", "model-like"):
         assert f"{name}" in out and "certified rel gap" in out
     assert out.count("ours:") == 6
@@ -94,3 +97,23 @@ def test_bad_e_sizes_are_one_line_before_anything_runs(capsys):
         err = cap.err.strip().splitlines()
         assert len(err) == 1 and "--e-sizes must be comma-separated m:n pairs" in err[0], err
         assert "ours:" not in cap.out
+
+
+def test_near_tied_rows_certify():
+    rows, have = bench_solver.measure_near_tied(201, criteria=("A", "c"), use_cvxpy=False)
+    assert not have and [r.criterion for r in rows] == ["A", "c"]
+    for row in rows:
+        assert row.status == 0 and row.certificate.optimality_ok and row.cvxpy is None and row.m == 10
+
+
+def test_bad_near_tied_is_one_line_before_anything_runs(capsys):
+    for text in ("x", "1", "200,300"):
+        assert main(["bench", "solver", "--sizes", "30", "--no-cvxpy", "--near-tied", text]) == 2
+        cap = capsys.readouterr()
+        err = cap.err.strip().splitlines()
+        assert len(err) == 1 and "--near-tied" in err[0], err
+        assert "ours:" not in cap.out
+    with pytest.raises(ValueError, match="n must be an integer >= 2"):
+        bench_solver.measure_near_tied(1)
+    with pytest.raises(ValueError, match="criteria must be among"):
+        bench_solver.measure_near_tied(50, criteria=("E",))

@@ -1,0 +1,72 @@
+"""The fast double-double pieces of the E interior point: exact-slice products and the compiled LU.
+
+References are 50-60 digit mpmath computations of the same sums, not the code under test.
+"""
+
+from __future__ import annotations
+
+import mpmath as mp
+import numpy as np
+import pytest
+
+from noisealloc.solvers import _dd_kernels as ddk
+from noisealloc.solvers import _double_double as dd_
+from noisealloc.solvers.algorithms.e_optimal import _dd_matmul, _split_exact
+from noisealloc.theory import _numba
+
+
+def _dd_random(rng, shape, spread=0):
+    """A double-double array with entries over 2^-spread .. 2^spread and a full low part."""
+    hi = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread + 1, size=shape))
+    return hi, hi * 2.0**-54 * rng.uniform(-1, 1, shape)
+
+
+def test_split_exact_slices_sum_back_and_multiply_exactly():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 400)) * np.exp2(rng.integers(-40, 40, size=(7, 1)))
+    sl = _split_exact(x, 1, 400, 6)
+    rest = x - sum(sl[:-1])
+    assert np.array_equal(rest - sl[-1], x - sum(sl))  # remainders are exact
+    assert np.max(np.abs(x - sum(sl)) / np.max(np.abs(x), axis=1, keepdims=True)) <= 2.0**-120
+    # one product of two slices summed over 400 terms is exact: compare with integer-exact fractions
+    y = rng.standard_normal((400, 3))
+    t = _split_exact(y, 0, 400, 6)
+    mp.mp.dps = 80
+    for a, b in ((0, 0), (1, 2), (3, 1)):
+        P = sl[a] @ t[b]
+        ref = mp.fsum(mp.mpf(sl[a][2, l]) * mp.mpf(t[b][l, 1]) for l in range(400))
+        assert mp.mpf(P[2, 1]) == ref
+
+
+def test_dd_matmul_against_mpmath():
+    rng = np.random.default_rng(1)
+    A = _dd_random(rng, (9, 400), spread=20)
+    B = _dd_random(rng, (400, 5), spread=20)
+    C = _dd_matmul(A, B)
+    mp.mp.dps = 60
+    for i, j in ((0, 0), (4, 3), (8, 4)):
+        ref = mp.fsum((mp.mpf(A[0][i, l]) + mp.mpf(A[1][i, l])) * (mp.mpf(B[0][l, j]) + mp.mpf(B[1][l, j]))
+                      for l in range(400))
+        scale = mp.fsum(abs((mp.mpf(A[0][i, l])) * mp.mpf(B[0][l, j])) for l in range(400))
+        assert abs(mp.mpf(C[0][i, j]) + mp.mpf(C[1][i, j]) - ref) <= 1e-29 * scale
+
+
+@pytest.mark.parametrize("numba", [True, False])
+def test_compiled_lu_solves_to_double_double_accuracy(monkeypatch, numba):
+    if numba and not _numba.HAVE_NUMBA:
+        pytest.skip("numba is missing or disabled")
+    if not numba:
+        monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+    rng = np.random.default_rng(2)
+    n = 12
+    K = _dd_random(rng, (n, n))
+    b = _dd_random(rng, (n,))
+    x = ddk.lu_solve(ddk.lu_factor(K), b)
+    mp.mp.dps = 50
+    Km = mp.matrix([[mp.mpf(K[0][i, j]) + mp.mpf(K[1][i, j]) for j in range(n)] for i in range(n)])
+    xm = mp.lu_solve(Km, mp.matrix([mp.mpf(b[0][i]) + mp.mpf(b[1][i]) for i in range(n)]))
+    err = max(abs(mp.mpf(x[0][i]) + mp.mpf(x[1][i]) - xm[i]) for i in range(n)) / max(abs(v) for v in xm)
+    assert err <= 1e-28
+    # the compiled factors are those of the numpy double-double version (same operations, same order)
+    ref = dd_.lu_solve(dd_.lu_factor(K), b)
+    assert np.array_equal(x[0], ref[0]) and np.array_equal(x[1], ref[1])
