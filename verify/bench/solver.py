@@ -58,11 +58,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SolverBenchRow", "SolverBenchResult", "measure", "problem", "KernelBenchRow", "KernelBenchResult",
-           "measure_kernels", "ReductionBenchRow", "measure_reduction"]
-
-__all__ = ["EBenchRow", "NearTiedRow", "SolverBenchRow", "SolverBenchResult", "cheb_problem", "measure", "measure_e",
-           "measure_near_tied", "near_tied_problem", "problem"]
+__all__ = ["EBenchRow", "KernelBenchResult", "KernelBenchRow", "NearTiedRow", "ReductionBenchRow", "SolverBenchResult",
+           "SolverBenchRow", "cheb_problem", "measure", "measure_e", "measure_kernels", "measure_near_tied",
+           "measure_reduction", "near_tied_problem", "problem"]
 
 
 def problem(name: str, n: int):
