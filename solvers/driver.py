@@ -373,6 +373,9 @@ def _better(a, b, value_scale: float) -> bool:
     says that it stalled.  Ties keep the earlier start: values that differ by rounding (e.g.
     V ~ 1e-317 of a problem whose V vanishes) are the same optimum.
     """
+    if not np.isfinite(b[2].value):
+        # a singular b (V = inf) makes the margin inf - inf = nan: any finite value is lower
+        return bool(np.isfinite(a[2].value)) or (a[1] == 0 and b[1] != 0)
     margin = SANDWICH_SAME_VALUE_RTOL * max(abs(b[2].value), value_scale)
     if a[2].value < b[2].value - margin:
         return True
@@ -425,7 +428,7 @@ def _sandwich_global(prob: Problem, p, status, cert, *, run_from, starts, n_rand
             begin.append(q)
     n_given = len(begin)
     # The convex surrogate tr(A_w A_p^-1)'s optimum: exact where G = sA, a start near it otherwise.
-    surrogate = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
+    surrogate = _surrogate_solve(prob)
     begin.append(surrogate.weights)
     begin.extend(dirichlet_starts(prob.n, int(n_random_starts), gen))
     # Dense starts funnel into one basin: also start on the best small supports.
@@ -626,8 +629,22 @@ def surrogate_value(prob: Problem) -> float | None:
     """
     if prob.criterion != "sandwich" or prob.G is None:
         return None
-    res = solve(prob.A, "L", W=prob.W, tol=FW_GAP_RTOL)
-    return float(criterion_value(prob, res.weights))
+    return float(criterion_value(prob, _surrogate_solve(prob).weights))
+
+
+def _surrogate_solve(prob: Problem):
+    """The L-optimal allocation for ``W = A_eval``: the convex surrogate of a sandwich problem.
+
+    ``prob.W`` is ``A_eval`` in the preconditioner's coordinates, where a direction of the input's
+    rounding-level negativity (allowed, ``PSD_RTOL``) can be stretched far above ``PSD_RTOL`` of the
+    transformed matrix's largest eigenvalue (eigenvalue -13.6 against 15710: a 5-atom Dirac mixture on
+    [-8, 8] with J = 16 splines, a cell of ``figures/sweeps/coupling_dirac.toml``), and L's input check
+    would refuse it.  The surrogate only supplies a start and a reference value, so its weight is the
+    nearest PSD matrix (negative eigenvalues set to 0).
+    """
+    ev, U = np.linalg.eigh(0.5 * (prob.W + prob.W.T))
+    W = (U * np.maximum(ev, 0.0)) @ U.T
+    return solve(prob.A, "L", W=0.5 * (W + W.T), tol=FW_GAP_RTOL)
 
 
 def _rescaled_certificate(cert: Certificate, inv: float, prob: Problem) -> Certificate:

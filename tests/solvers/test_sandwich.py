@@ -273,3 +273,40 @@ def test_sandwich_minimiser_is_not_drawn_to_negative_rounding_noise():
                               np.full(lam.size, 1.0 / lam.size))
     assert ref >= -1e-8 * uniform
     assert abs(res.value - float(ref)) <= 1e-8 * uniform
+
+
+def test_surrogate_takes_a_weight_stretched_indefinite_by_the_preconditioner():
+    """A_eval in the preconditioner's coordinates can carry a negative eigenvalue far above PSD_RTOL
+    of its largest (a cell of figures/sweeps/coupling_dirac.toml: -13.6 against 15710); the convex
+    surrogate, only a start, solves with the nearest PSD weight instead of refusing the whole solve."""
+    import dataclasses
+
+    from noisealloc.solvers.driver import _surrogate_solve
+
+    rng = np.random.default_rng(3)
+    F = rng.normal(size=(12, 3))
+    A = F[:, :, None] * F[:, None, :] + 1e-3 * np.eye(3)
+    prob = make_problem(A, "sandwich", G=2.0 * A + 0.1 * np.eye(3), A_eval=np.eye(3))
+    ev, U = np.linalg.eigh(prob.W)
+    bad = dataclasses.replace(prob, W=(U * np.array([-1e-3 * ev[-1], ev[1], ev[2]])) @ U.T)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        solve(bad.A, "L", W=bad.W)  # what the surrogate used to call
+    res = _surrogate_solve(bad)
+    clipped = (U * np.array([0.0, ev[1], ev[2]])) @ U.T
+    ref = solve(bad.A, "L", W=clipped)
+    assert res.success and np.isclose(res.value, ref.value, rtol=1e-8)
+
+
+def test_a_finite_run_beats_a_singular_best():
+    """The multi-start's best starts as the primary run; when that run ended singular (V = inf) the
+    margin inf - inf was nan and only a certified run could replace it: a stalled finite one could not."""
+    from types import SimpleNamespace
+
+    from noisealloc.solvers.driver import _better
+
+    run = lambda v, status: (None, status, SimpleNamespace(value=v))  # noqa: E731
+    assert _better(run(2.0, 2), run(np.inf, 2), 1.0)
+    assert _better(run(2.0, 0), run(np.inf, 2), 1.0)
+    assert not _better(run(np.inf, 2), run(2.0, 2), 1.0)
+    assert not _better(run(np.inf, 2), run(np.inf, 2), 1.0)
+    assert _better(run(1.0, 2), run(2.0, 0), 1.0) and not _better(run(2.0, 2), run(2.0, 0), 1.0)
