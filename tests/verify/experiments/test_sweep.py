@@ -430,3 +430,33 @@ def test_shared_artifact_without_folder_and_corrupt_file(tmp_path):
     finally:
         SC._SHARED_DIR.reset(token)
     assert len(list(tmp_path.glob("*.json"))) == 2
+
+
+def _worker_env():
+    import os
+
+    return {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "XLA_FLAGS")}
+
+
+def test_worker_spawn_env_drops_the_malloc_trim_threshold():
+    """Dask sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which turns off glibc's dynamic mmap
+    threshold: 10x the system time of a coupling cell (issue 29's 'system time as large as user time')."""
+    import dask
+
+    env = SE.worker_spawn_env()
+    assert "MALLOC_TRIM_THRESHOLD_" in dask.config.get("distributed.nanny.pre-spawn-environ")  # what is dropped
+    assert "MALLOC_TRIM_THRESHOLD_" not in env and str(env["OMP_NUM_THREADS"]) == "1"
+
+
+@pytest.mark.slow
+def test_local_cluster_workers_start_without_the_malloc_trim_threshold():
+    client, cluster = SE._client(None, 2)
+    try:
+        envs = list(client.run(_worker_env).values())
+    finally:
+        client.close()
+        cluster.close()
+    assert len(envs) == 2
+    for env in envs:
+        assert env["MALLOC_TRIM_THRESHOLD_"] is None and env["OMP_NUM_THREADS"] == "1"
+        assert env["XLA_FLAGS"] == SE.WORKER_ENV["XLA_FLAGS"]
