@@ -291,10 +291,13 @@ def _client(scheduler, n_workers):
         # An earlier nanny in this process (a LocalCluster made elsewhere) has also written them into
         # os.environ, which the workers would inherit: they are held out of it while ours spawn.
         held = {k: os.environ.pop(k) for k in DROPPED_WORKER_ENV if k in os.environ}
+        # The scheduler's HTTP server (health and metrics routes; no dashboard without bokeh) listens on
+        # 8787 unless told otherwise, and a second cluster on the machine (a figure's, another sweep's)
+        # printed a 'Port 8787 is already in use' warning: any free port on the loopback instead.
         try:
             with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_spawn_env()}):
                 cluster = LocalCluster(n_workers=int(n_workers), threads_per_worker=1, processes=True,
-                                       dashboard_address=None, env=dict(WORKER_ENV), silence_logs=logging.CRITICAL)
+                                       dashboard_address="127.0.0.1:0", env=dict(WORKER_ENV), silence_logs=logging.CRITICAL)
         finally:
             os.environ.update(held)
     finally:
