@@ -10,6 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The README's test command runs two pytest-xdist workers on the two cores.  Each keeps BLAS and
+# OpenMP to one thread (set before numpy or numba load them): two processes with a two-thread BLAS
+# each put four busy-polling BLAS threads on two cores, which ran the tier slower than one process.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+
 import pytest
 from hypothesis import HealthCheck, settings
 
