@@ -207,3 +207,23 @@ def circle(radius, lam, dps=DPS):
         hy = -mp.quad(lambda rho: rice(rho) * logp(rho), pts)
         mi = hy - mp.log(2 * mp.pi * mp.e * sig2)
         return mm, mi
+
+
+def second_differences(f, p, idx, h="1e-12"):
+    """Centred second differences :math:`\\partial^2 f / \\partial p_j \\partial p_k` for ``j, k`` in ``idx``,
+    at ``p`` converted to mpmath numbers (the caller sets ``mp.mp.dps``; ``h`` must be far above its
+    precision): ``(f(+,+) - f(+,-) - f(-,+) + f(-,-)) / (4 h^2)``, error O(h^2).  Returns a float array."""
+    import numpy as np
+
+    h = mp.mpf(h)
+    base = [mp.mpf(float(x)) for x in p]
+    out = np.empty((len(idx), len(idx)))
+    for a, j in enumerate(idx):
+        for b, k in enumerate(idx):
+            def at(sj, sk, j=j, k=k):
+                q = list(base)
+                q[j] += sj * h
+                q[k] += sk * h
+                return f(q)
+            out[a, b] = float((at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h))
+    return out

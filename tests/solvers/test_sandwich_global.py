@@ -25,6 +25,7 @@ from noisealloc.solvers.sandwich_global import exhaustive_one_parameter, proport
 from noisealloc.theory.tolerances import KKT_RTOL, SANDWICH_GLOBAL_RTOL, SANDWICH_SAME_VALUE_RTOL
 
 sys.path.insert(0, str(Path(__file__).parent))
+from helpers.mpmath_refs import second_differences  # noqa: E402
 from helpers.strategies import examples  # noqa: E402
 
 LAM = np.linspace(-4.0, 4.0, 41)
@@ -554,17 +555,7 @@ def test_sandwich_hessian_matches_mpmath_second_differences():
         K = Ap ** -1
         return mp.mpf(1) / 2 * sum((mp.matrix(Aw.tolist()) * K * Gp * K)[k, k] for k in range(m))
 
-    h = mp.mpf("1e-12")
-    P = [mp.mpf(float(x)) for x in p]
-    ref = np.empty((4, 4))
-    for a, j in enumerate(idx):
-        for b, k in enumerate(idx):
-            def at(sj, sk):
-                q = list(P)
-                q[j] += sj * h
-                q[k] += sk * h
-                return V(q)
-            ref[a, b] = float((at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h))
+    ref = second_differences(V, p, idx)
     np.testing.assert_allclose(H, ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
 
 

@@ -10,6 +10,8 @@ from noisealloc.solvers import make_problem
 from noisealloc.solvers.algorithms import polish as P
 from noisealloc.solvers.problem import evaluate, hessian
 
+from helpers.mpmath_refs import second_differences
+
 
 def _mp_hessian(crit, A, G, W, p, idx):
     """Centred second differences of the criterion written from its formula in 40-digit mpmath."""
@@ -31,18 +33,7 @@ def _mp_hessian(crit, A, G, W, p, idx):
             return -mp.log(mp.det(Ap))
         return sum(X[k, k] for k in range(m))
 
-    h = mp.mpf("1e-12")
-    base = [mp.mpf(float(x)) for x in p]
-    out = np.empty((idx.size, idx.size))
-    for a, j in enumerate(idx):
-        for b, k in enumerate(idx):
-            def at(sj, sk):
-                q = list(base)
-                q[j] += sj * h
-                q[k] += sk * h
-                return phi(q)
-            out[a, b] = float((at(1, 1) - at(1, -1) - at(-1, 1) + at(-1, -1)) / (4 * h * h))
-    return out
+    return second_differences(phi, p, idx)
 
 
 def _low_rank_stack(n, m, r, seed):
