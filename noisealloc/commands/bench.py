@@ -256,8 +256,9 @@ def _solver_kernels_run(args) -> int:
         print("solver kernels: numba is missing or disabled (NOISEALLOC_DISABLE_NUMBA); nothing to compare")
     else:
         print("solver kernels that solve runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's "
-              "Bernstein proof), compiled against the same code uncompiled (the path without numba), serial, on the "
-              "same supports; the first call (numba compile or cache load) is excluded:")
+              "Bernstein proof; noisealloc.solvers._dd_kernels: E's double-double LU), compiled against the path "
+              "without numba (the same code uncompiled; numpy double-double for the LU), serial, on the same inputs; "
+              "the first call (numba compile or cache load) is excluded:")
         print("  " + ", ".join(f"{k} {v:.3f} s" for k, v in r.warmup_seconds.items()))
         for row in r.rows:
             verdict = "numba wins" if row.ratio > 1.0 else "numba LOSES"

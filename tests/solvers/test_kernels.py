@@ -1,5 +1,5 @@
 """The compiled kernels that ``solve`` runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's
-Bernstein proof) against the same code uncompiled, and the gateway fixture of tests/conftest.py.
+Bernstein proof; noisealloc.solvers._dd_kernels: E's double-double LU) against their paths without numba, and the gateway fixture of tests/conftest.py.
 
 The per-candidate kernels of the convex solvers (the former noisealloc.solvers._kernels) lost to BLAS in
 ``bench solver --kernels`` and were never wired; they were removed with their tests.
@@ -57,10 +57,13 @@ def test_bench_kernels_rows_at_a_small_size():
     from noisealloc.verify.bench.solver import measure_kernels
 
     r = measure_kernels(sizes=(9,), sample=20, repeat=1, full_sweep=False)
-    assert r.have_numba and len(r.rows) == 1 and not r.sweeps
-    row = r.rows[0]
+    assert r.have_numba and len(r.rows) == 2 and not r.sweeps
+    row, lu = r.rows
     assert row.wired and row.max_rel_diff == 0.0 and row.numba_seconds > 0 and row.numpy_seconds > 0
     assert "20 of 126 supports" in row.case
+    # E's double-double LU: the compiled path does the numpy path's operations (same solution to far
+    # below float64 rounding)
+    assert lu.name == "dd lu_factor + lu_solve" and lu.wired and lu.max_rel_diff <= 1e-28
 
 
 def test_no_solver_module_imports_the_removed_convex_kernels():

@@ -329,7 +329,8 @@ def _sweep_sample(sweep_one, supports, args):
 def measure_kernels(sizes=(41, 64), *, sample: int = 120, repeat: int = 3, full_sweep: bool = True) -> KernelBenchResult:
     """Time the compiled kernels that ``solve`` runs against their uncompiled path, on the same inputs.
 
-    The only numba kernels on ``solve``'s path are the two-parameter sandwich proof's
+    The numba kernels on ``solve``'s path are E's double-double LU (:mod:`noisealloc.solvers._dd_kernels`,
+    one row against the numpy double-double path) and the two-parameter sandwich proof's
     (:mod:`noisealloc.solvers._sandwich_kernels`, run by
     :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` for every two-parameter sandwich on at
     most ``SANDWICH_BERNSTEIN_MAX_LEVELS`` levels).  Inputs: the issue-15 instance
@@ -416,7 +417,38 @@ def measure_kernels(sizes=(41, 64), *, sample: int = 120, repeat: int = 3, full_
                 warm["bernstein_sweep"] = time.perf_counter() - t0
             bb = bernstein_proof(prob, float(res.value), rtol=SANDWICH_GLOBAL_RTOL)
             sweeps.append((f"issue n={n}, all {total} supports, {_numba.num_threads()} threads", bb.seconds, int(bb.boxes)))
+    rows.append(_dd_lu_row(warm, repeat))
     return KernelBenchResult(rows=rows, warmup_seconds=warm, sweeps=sweeps, have_numba=True)
+
+
+def _dd_lu_row(warm: dict, repeat: int, size: int = 100) -> KernelBenchRow:
+    """The compiled double-double LU (factor and one solve) of E's interior point against the numpy
+    double-double path (:mod:`noisealloc.solvers._double_double`) on one seeded, diagonally dominant
+    ``size x size`` system (its working sets hold about 100 candidates)."""
+    from noisealloc.solvers import _dd_kernels as ddk
+    from noisealloc.solvers import _double_double as ddn
+
+    rng = np.random.default_rng(0)
+    hi = rng.standard_normal((size, size)) + size * np.eye(size)
+    K = (hi, rng.standard_normal((size, size)) * 1e-17)
+    b = (rng.standard_normal(size), np.zeros(size))
+
+    def compiled():
+        return ddk.lu_solve(ddk.lu_factor(K), b)
+
+    def reference():
+        return ddn.lu_solve(ddn.lu_factor(K), b)
+
+    t0 = time.perf_counter()
+    compiled()
+    warm["dd lu_factor + lu_solve"] = time.perf_counter() - t0
+    t_nb, t_np = _best(compiled, repeat), _best(reference, repeat)
+    x_nb, x_np = compiled(), reference()
+    diff = float(np.max(np.abs((x_nb[0] + x_nb[1]) - (x_np[0] + x_np[1])) / np.maximum(np.abs(x_np[0]), 1.0)))
+    return KernelBenchRow(
+        name="dd lu_factor + lu_solve", case=f"{size} x {size} double-double system", numba_seconds=t_nb,
+        numpy_seconds=t_np, ratio=t_np / t_nb, max_rel_diff=diff, wired=True,
+        verdict="runs in solve for E: the Newton systems of the double-double interior point (barrier_sdp_dd)")
 
 
 # ------------------------------------------------------------------ support reduction (reduce_support row)

@@ -49,6 +49,7 @@ def test_bench_solver_kernels_prints_each_kernel_and_the_reduction_row(capsys):
         assert sum("uncompiled/numba =" in ln for ln in lines) == 2  # n = 41 and 64
         assert all("max rel diff 0.0e+00" in ln and "numba wins" in ln for ln in lines if "uncompiled/numba" in ln)
         assert out.count("bernstein_sweep (the whole proof) issue n=") == 2
+        assert "  dd lu_factor + lu_solve 100 x 100 double-double system" in out
         assert "first call (numba compile or cache load) is excluded" in out and "wired: runs in solve" in out
         for gone in ("weighted_sum", "sensitivities", "hessian_logdet", "multiplicative_weights"):
             assert f"  {gone} " not in out
