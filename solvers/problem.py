@@ -897,7 +897,9 @@ def hessian(prob: Problem, p: np.ndarray, idx: np.ndarray, ev: Evaluation, *, mu
 
     Analytic for 'L', 'A', 'c' (:math:`2\operatorname{tr}(K W K A_j K A_k)`), 'D'
     (:math:`\operatorname{tr}(K A_j K A_k)`) and smoothed 'E' (Lewis' formula for spectral
-    functions); centred finite differences of the analytic gradient for the sandwich.
+    functions) and the sandwich (second derivatives of :math:`V` in closed form,
+    :meth:`noisealloc.solvers.criteria.SandwichCriterion.hessian`; the Newton polish builds it from
+    low-rank factors of the levels where that is cheaper).
 
     Parameters
     ----------
