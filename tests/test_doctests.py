@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers.extras import import_unless_extra_missing
 from helpers.tree import module_files
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,11 +34,8 @@ def _module_names() -> list[str]:
 
 
 def _doctests(modname: str):
-    from noisealloc.theory._optional import MissingExtraError
-
-    try:
-        mod = importlib.import_module(modname)
-    except MissingExtraError:
+    mod = import_unless_extra_missing(modname)
+    if mod is None:
         return []  # a module of an optional extra that is not installed ([test] without [train]): no examples to run
     finder = doctest.DocTestFinder(exclude_empty=True)
     return [t for t in finder.find(mod, modname) if t.examples]

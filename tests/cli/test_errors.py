@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.extras import requires_extra
 
 from noisealloc import cli
 from noisealloc.cli import EXIT_INTERNAL, EXIT_INTERRUPTED, main
@@ -132,6 +133,7 @@ def _toml_file(path, text):
     return str(path)
 
 
+@requires_extra("sweep")
 def test_sweep_toml_cannot_run_code(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     f = _toml_file(tmp_path / "rce.toml", '[sweep]\nname = "x"\nkind = "subprocess:run"\n[fixed]\n'
@@ -141,6 +143,7 @@ def test_sweep_toml_cannot_run_code(tmp_path, capsys, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rce.toml"]
 
 
+@requires_extra("sweep")
 def test_sweep_name_cannot_leave_the_folder(tmp_path, capsys, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
@@ -151,6 +154,7 @@ def test_sweep_name_cannot_leave_the_folder(tmp_path, capsys, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and [p.name for p in work.iterdir()] == ["t.toml"]
 
 
+@requires_extra("sweep")
 def test_sweep_out_that_is_a_file(tmp_path, capsys):
     f = _toml_file(tmp_path / "t.toml", '[sweep]\nname = "x"\nkind = "demo"\n[grid]\na = [1.0]\n')
     (tmp_path / "afile").write_text("x")
@@ -170,6 +174,7 @@ def test_sweep_out_that_is_a_file(tmp_path, capsys):
     ('[sweep]\nname = "x"\nkind = "coupling"\n[fixed]\nlevels = 2\n[grid]\ndata = ["dirac:K=2"]\nJ = [1]\n',
      "levels = 2 must be >= 3"),
 ])
+@requires_extra("sweep")
 def test_bad_sweep_files_are_refused_at_parse_time(tmp_path, capsys, body, needle):
     f = _toml_file(tmp_path / "t.toml", body)
     assert main(["sweep", f, "--out", str(tmp_path / "o")]) == 2

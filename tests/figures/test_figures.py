@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers.extras import requires_extra
 
 from noisealloc.figures import _common as C
 from noisealloc.figures import report as R
@@ -467,6 +468,7 @@ def _fig6_small(monkeypatch, *, stop=None):
     return F
 
 
+@requires_extra("train", "sweep")
 def test_fig6_coupled_control_small(tmp_path, monkeypatch):
     F = _fig6_small(monkeypatch)
     a, counts = F._compute_coupled(quick=True, seed=0, out_dir=tmp_path / "a")
@@ -529,6 +531,7 @@ def test_fig6_interrupted_run_resumes_without_recomputing(tmp_path, monkeypatch)
     assert [r["schedule"] for r in doc["independent"]["rows"]] == list(F.IL_SCHEDULES)
 
 
+@requires_extra("train", "sweep")
 def test_fig6_changed_size_is_not_reused(tmp_path, monkeypatch):
     """A cached regime-(i) cell of other sizes is never reused: the cell key holds every size."""
     F = _fig6_small(monkeypatch)

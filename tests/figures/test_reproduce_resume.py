@@ -10,6 +10,7 @@ import json
 import types
 
 import pytest
+from helpers.extras import requires_extra
 
 from noisealloc.cli import main
 from noisealloc.commands.reproduce import FIGURES
@@ -44,6 +45,7 @@ def stub_figures(monkeypatch):
     return runs, state
 
 
+@requires_extra("train", "sweep")
 def test_interrupted_run_resumes_without_recomputing(tmp_path, stub_figures, capsys):
     runs, state = stub_figures
     out = tmp_path / "out"
@@ -66,6 +68,7 @@ def test_interrupted_run_resumes_without_recomputing(tmp_path, stub_figures, cap
     assert [runs[n] for n in FIGURES] == [2] * len(FIGURES)
 
 
+@requires_extra("train", "sweep")
 def test_report_refuses_to_mix_modes(tmp_path, stub_figures, capsys):
     runs, _ = stub_figures
     out = tmp_path / "out"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from helpers.extras import requires_extra
 
 from noisealloc.verify.bench.training import CASES, TrainingBench, bench_case
 
 
+@requires_extra("train")
 def test_bench_case_times_compile_and_steps_separately():
     r = bench_case("digits", "mlp", batch_size=16, steps=5)
     assert isinstance(r, TrainingBench)
@@ -31,11 +33,13 @@ def test_cases_cover_every_data_set_and_network():
     (dict(data="digits", network="rnn"), "network"),
     (dict(data="digits", network="cnn"), "needs 28 x 28 images"),
 ])
+@requires_extra("train")
 def test_bad_input_raises_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         bench_case(**kwargs)
 
 
+@requires_extra("train")
 def test_cli_bench_training_prints_cases_and_ratio(capsys):
     from noisealloc.cli import main
 

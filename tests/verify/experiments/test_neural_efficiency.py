@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers.extras import requires_extra
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from helpers.strategies import examples
@@ -54,6 +55,7 @@ def test_make_levels_names():
     assert sq.name == "sqrt-entropic"
 
 
+@requires_extra("train")
 def test_cell_returns_a_curve_per_checkpoint():
     r = E.cell_neural(data="dirac:K=3,D=8,sep=1,seed=0", schedule="uniform_lambda", seed=0, steps=20, batch_size=16,
                       width=16, depth=1, lam_min=-6.0, lam_max=6.0, checkpoints=2, eval_levels=9, eval_n=32)
@@ -79,6 +81,7 @@ def test_bad_input_raises_value_error(call, needle):
         call()
 
 
+@requires_extra("train")
 def test_pilot_schedule_is_built_from_validation_losses():
     d = E.prepare_data("dirac:K=3,D=8,sep=1,seed=0")
     p = E.pilot_schedule(d, -6.0, 6.0, steps=20, batch_size=16, width=16, depth=1, levels=9)
@@ -91,6 +94,7 @@ def test_pilot_schedule_is_built_from_validation_losses():
     assert r["schedule_name"] == "sqrt-pilot" and r["steps"] == [0, 1, 20]
 
 
+@requires_extra("train")
 def test_pilot_needs_enough_training_rows():
     d = E.NeuralData("tiny", np.zeros((100, 4)), np.zeros((10, 4)), None, None, 1.0, False, "empirical")
     with pytest.raises(ValueError, match="the pilot needs more than"):

@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+from helpers.extras import requires_extra
 
 from noisealloc.figures.sweep_summary import plot_summary
 from noisealloc.verify.experiments import sweep as S
@@ -121,6 +122,7 @@ def test_run_cell_caches_and_counts(tmp_path):
     assert r1["result"]["mean"] == float(np.mean(1.0 * x + 2.0))
 
 
+@requires_extra("sweep")
 def test_cli_sweep_bad_input_exit_code(tmp_path, capsys):
     from noisealloc.cli import main
 
@@ -270,6 +272,7 @@ def _corrupt_npz(tmp_path):
     return f"npz:{bad}"
 
 
+@requires_extra("sweep")
 def test_failed_cell_makes_sweep_incomplete_and_is_retried(tmp_path, monkeypatch):
     spec = S.parse_sweep({"sweep": {"name": "d", "kind": "coupling"},
                           "grid": {"data": [_corrupt_npz(tmp_path)], "J": [1]}, "fixed": {"levels": 5}})
@@ -282,6 +285,7 @@ def test_failed_cell_makes_sweep_incomplete_and_is_retried(tmp_path, monkeypatch
     assert S.run_counts(tmp_path / "o") == {again.keys[0]: 2}
 
 
+@requires_extra("sweep")
 def test_cli_sweep_failed_cell_exits_nonzero(tmp_path, capsys, monkeypatch):
     from noisealloc.cli import main
 
@@ -299,6 +303,7 @@ def test_cli_sweep_failed_cell_exits_nonzero(tmp_path, capsys, monkeypatch):
     assert "1 failed" in cap.out and "computed" in cap.out
 
 
+@requires_extra("sweep")
 def test_truncated_or_configless_cell_is_recomputed(tmp_path, monkeypatch):
     spec = _demo_cells(tmp_path, [1.0, 2.0])
     out = tmp_path / "o"
@@ -316,6 +321,7 @@ def test_truncated_or_configless_cell_is_recomputed(tmp_path, monkeypatch):
     assert S.read_cell(p0, first.keys[0]) is not None
 
 
+@requires_extra("sweep")
 def test_other_sweep_refuses_the_directory(tmp_path, monkeypatch):
     out = tmp_path / "o"
     _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch)
@@ -328,6 +334,7 @@ def test_other_sweep_refuses_the_directory(tmp_path, monkeypatch):
         _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch)
 
 
+@requires_extra("sweep")
 def test_lock_refuses_a_second_run(tmp_path, monkeypatch):
     out = tmp_path / "o"
     out.mkdir()
@@ -339,6 +346,7 @@ def test_lock_refuses_a_second_run(tmp_path, monkeypatch):
     assert _run_inline(_demo_cells(tmp_path, [1.0]), out, monkeypatch).complete  # released
 
 
+@requires_extra("sweep")
 def test_read_only_complete_cache_is_summarised(tmp_path, monkeypatch):
     out = tmp_path / "o"
     spec = _demo_cells(tmp_path, [1.0, 2.0])
@@ -355,6 +363,7 @@ def test_read_only_complete_cache_is_summarised(tmp_path, monkeypatch):
         S.run_sweep(spec, out)
 
 
+@requires_extra("sweep")
 def test_unreachable_scheduler_is_one_line_fast(tmp_path, capsys):
     import time
 
@@ -438,6 +447,7 @@ def _worker_env():
     return {k: os.environ.get(k) for k in ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "XLA_FLAGS")}
 
 
+@requires_extra("sweep")
 def test_worker_spawn_env_drops_the_malloc_trim_threshold():
     """Dask sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which turns off glibc's dynamic mmap
     threshold: 10x the system time of a coupling cell (issue 29's 'system time as large as user time')."""
