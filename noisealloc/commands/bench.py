@@ -202,14 +202,18 @@ def _sizes(text, option: str) -> list:
 def _solver_run(args) -> int:
     from noisealloc.verify.bench.solver import measure
 
+    # Every option is parsed before anything runs, whichever table is asked for: a bad value answers at
+    # once, also where --kernels or --sandwich would not use it (it was silently ignored there).
+    sizes = _sizes(args.sizes, "--sizes")
+    cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
+    e_sizes = _e_options(args)
+    near_tied = _near_tied_option(args)
+    if getattr(args, "sandwich_cases", None) is not None:
+        _sandwich_cases(args.sandwich_cases)
     if getattr(args, "kernels", False):
         return _solver_kernels_run(args)
     if getattr(args, "sandwich", False):
         return _solver_sandwich_run(args)
-    sizes = _sizes(args.sizes, "--sizes")
-    cv_sizes = _sizes(args.cvxpy_sizes, "--cvxpy-sizes")
-    e_sizes = _e_options(args)  # parsed before anything runs: a bad value answers at once
-    near_tied = _near_tied_option(args)
     problems = [p.strip() for p in str(getattr(args, "problems", "cheb19,rank3,model-like")).split(",") if p.strip()]
     r = measure(problems, sizes, cvxpy_sizes=cv_sizes, use_cvxpy=not args.no_cvxpy)
     if not args.no_cvxpy and not r.cvxpy_available:

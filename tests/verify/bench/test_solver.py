@@ -118,3 +118,16 @@ def test_bad_near_tied_is_one_line_before_anything_runs(capsys):
         bench_solver.measure_near_tied(1)
     with pytest.raises(ValueError, match="criteria must be among"):
         bench_solver.measure_near_tied(50, criteria=("E",))
+
+
+@pytest.mark.parametrize("mode", ["--kernels", "--sandwich"])
+@pytest.mark.parametrize("bad", [["--e-sizes", "20x"], ["--near-tied", "-3"], ["--sizes", "0"], ["--sandwich-cases", "zz"]])
+def test_every_solver_option_is_checked_whatever_the_table(capsys, mode, bad):
+    """A bad value of an option the chosen table does not use is refused too, before any work (it was ignored)."""
+    import time
+
+    t0 = time.monotonic()
+    assert main(["bench", "solver", mode, *bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("noisealloc bench: error: ") and bad[0] in err[0]
+    assert time.monotonic() - t0 < 2.0
