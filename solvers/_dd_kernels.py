@@ -1,13 +1,14 @@
-"""Compiled double-double LU factorisation and solve (the Newton systems of the double-double E interior point).
+"""Compiled double-double kernels of the E interior point: LU, Cholesky, triangular inverse and small products.
 
 The same arithmetic as :mod:`noisealloc.solvers._double_double` (Hida-Li-Bailey accurate addition, Dekker
-products, three-digit division), written on scalars inside numba loops: the numpy version pays ~30 array
-calls per elimination step, which made :func:`~noisealloc.solvers._double_double.lu_factor` and
-:func:`~noisealloc.solvers._double_double.lu_solve` about half of the double-double interior point's time
-on Chebyshev E problems (100-candidate working sets).  Without numba (missing, or
-``NOISEALLOC_DISABLE_NUMBA``) :func:`lu_factor` and :func:`lu_solve` call the numpy versions.  This module is
-imported only by :func:`noisealloc.solvers.algorithms.e_optimal.barrier_sdp_dd`, so ``import
-noisealloc.solvers`` does not import numba.
+products, three-digit division, one Newton step for the square root), written on scalars inside numba loops,
+in the same order of operations, so the results are those of the numpy versions bit for bit.  The numpy
+versions pay tens of array calls per elimination step or inner-product term: their factorisations and
+``m x m`` products were most of the double-double interior point's time on Chebyshev E problems (100-candidate
+working sets, m = 20).  Without numba (missing, or ``NOISEALLOC_DISABLE_NUMBA``) every function here calls the
+numpy version.  This module is imported only by
+:func:`noisealloc.solvers.algorithms.e_optimal.barrier_sdp_dd`, so ``import noisealloc.solvers`` does not
+import numba.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 from noisealloc.theory import _numba
 from noisealloc.theory._numba import jit
 
-__all__ = ["lu_factor", "lu_solve"]
+__all__ = ["add_into", "chol", "lu_factor", "lu_solve", "matmul", "trinv"]
 
 
 @jit
@@ -70,6 +71,64 @@ def _div(xh, xl, yh, yl):  # pragma: no cover - compiled
     q3 = rh / yh
     sh, sl = _quick_two_sum(q1, q2)
     return _add(sh, sl, q3, 0.0)
+
+
+@jit
+def _sqrt(xh, xl):  # pragma: no cover - compiled
+    q = np.sqrt(xh)
+    ph, pl = _two_prod(q, q)
+    rh, _rl = _add(xh, xl, -ph, -pl)
+    return _quick_two_sum(q, rh / (2.0 * q))
+
+
+@jit
+def _chol(Ah, Al, Lh, Ll):  # pragma: no cover - compiled
+    n = Ah.shape[0]
+    for j in range(n):
+        if not Ah[j, j] > 0:
+            return False
+        dh, dl = _sqrt(Ah[j, j], Al[j, j])
+        Lh[j, j] = dh
+        Ll[j, j] = dl
+        for i in range(j + 1, n):
+            Lh[i, j], Ll[i, j] = _div(Ah[i, j], Al[i, j], dh, dl)
+        for i in range(j + 1, n):
+            for k in range(j + 1, n):
+                uh, ul = _mul(Lh[i, j], Ll[i, j], Lh[k, j], Ll[k, j])
+                Ah[i, k], Al[i, k] = _add(Ah[i, k], Al[i, k], -uh, -ul)
+    return True
+
+
+@jit
+def _trinv(Lh, Ll, Yh, Yl):  # pragma: no cover - compiled
+    n = Lh.shape[0]
+    for k in range(n):
+        for j in range(n):
+            Yh[k, j], Yl[k, j] = _div(Yh[k, j], Yl[k, j], Lh[k, k], Ll[k, k])
+        for i in range(k + 1, n):
+            for j in range(n):
+                uh, ul = _mul(Lh[i, k], Ll[i, k], Yh[k, j], Yl[k, j])
+                Yh[i, j], Yl[i, j] = _add(Yh[i, j], Yl[i, j], -uh, -ul)
+
+
+@jit
+def _matmul(Ah, Al, Bh, Bl, Ch, Cl):  # pragma: no cover - compiled
+    n, k = Ah.shape
+    p = Bh.shape[1]
+    for i in range(n):
+        for j in range(p):
+            sh, sl = _mul(Ah[i, 0], Al[i, 0], Bh[0, j], Bl[0, j])
+            for t in range(1, k):
+                uh, ul = _mul(Ah[i, t], Al[i, t], Bh[t, j], Bl[t, j])
+                sh, sl = _add(sh, sl, uh, ul)
+            Ch[i, j] = sh
+            Cl[i, j] = sl
+
+
+@jit
+def _add_into(acc_h, acc_l, t):  # pragma: no cover - compiled
+    for i in range(acc_h.size):
+        acc_h[i], acc_l[i] = _add(acc_h[i], acc_l[i], t[i], 0.0)
 
 
 @jit
@@ -149,3 +208,68 @@ def lu_solve(factors, b):
     _lu_solve(Ah, Al, perm, np.ascontiguousarray(b[0], dtype=np.float64), np.ascontiguousarray(b[1], dtype=np.float64),
               xh, xl)
     return xh, xl
+
+
+def _arrays(x):
+    return np.array(x[0], dtype=np.float64, copy=True), np.array(x[1], dtype=np.float64, copy=True)
+
+
+def chol(X):
+    """Lower Cholesky factor of a symmetric ``(n, n)`` double-double matrix; None if not positive definite.
+
+    :func:`noisealloc.solvers._double_double.chol`, compiled when numba is available.
+    """
+    if not _numba.HAVE_NUMBA:
+        from noisealloc.solvers import _double_double as dd_
+
+        return dd_.chol(X)
+    Ah, Al = _arrays(X)
+    n = Ah.shape[0]
+    Lh, Ll = np.zeros((n, n)), np.zeros((n, n))
+    return (Lh, Ll) if _chol(Ah, Al, Lh, Ll) else None
+
+
+def trinv(L):
+    """Inverse of a lower-triangular ``(n, n)`` double-double matrix.
+
+    :func:`noisealloc.solvers._double_double.trinv`, compiled when numba is available.
+    """
+    if not _numba.HAVE_NUMBA:
+        from noisealloc.solvers import _double_double as dd_
+
+        return dd_.trinv(L)
+    Lh, Ll = _arrays(L)
+    n = Lh.shape[0]
+    Yh, Yl = np.eye(n), np.zeros((n, n))
+    _trinv(Lh, Ll, Yh, Yl)
+    return Yh, Yl
+
+
+def matmul(A, B):
+    """:math:`A B` of 2-D double-double matrices (``(n, k)`` times ``(k, p)``, ``k >= 1``).
+
+    :func:`noisealloc.solvers._double_double.matmul` on 2-D operands, compiled when numba is available.
+    """
+    if not _numba.HAVE_NUMBA:
+        from noisealloc.solvers import _double_double as dd_
+
+        return dd_.matmul(A, B)
+    Ah, Al = (np.ascontiguousarray(a, dtype=np.float64) for a in A)
+    Bh, Bl = (np.ascontiguousarray(b, dtype=np.float64) for b in B)
+    Ch, Cl = np.empty((Ah.shape[0], Bh.shape[1])), np.empty((Ah.shape[0], Bh.shape[1]))
+    _matmul(Ah, Al, Bh, Bl, Ch, Cl)
+    return Ch, Cl
+
+
+def add_into(acc, t):
+    """``acc + t`` for a double-double ``acc`` and a float64 ``t`` of the same shape, in place when compiled.
+
+    :func:`noisealloc.solvers._double_double.add` with ``(t, 0)``; returns the sum (``acc`` itself when
+    numba is available, a new pair otherwise).
+    """
+    if not _numba.HAVE_NUMBA or not (acc[0].flags.c_contiguous and acc[1].flags.c_contiguous):
+        from noisealloc.solvers import _double_double as dd_
+
+        return dd_.add(acc, dd_.dd(t))
+    _add_into(acc[0].reshape(-1), acc[1].reshape(-1), np.ascontiguousarray(t, dtype=np.float64).reshape(-1))
+    return acc

@@ -104,12 +104,20 @@ def sqrt(x):
 
 
 def dsum(x, axis: int = 0):
-    """Sum along ``axis`` (sequential, each addition in double-double)."""
+    r"""Sum along ``axis``, pairwise: each level adds the two halves in one vectorised double-double addition.
+
+    ``ceil(log2 n)`` array additions instead of ``n - 1`` (the interior point sums 400-term inner products
+    each iteration); the error bound is that of pairwise summation, :math:`\lceil \log_2 n\rceil` units
+    of about :math:`2^{-104}` relative to the sum of the magnitudes.
+    """
     h, lo = np.moveaxis(x[0], axis, 0), np.moveaxis(x[1], axis, 0)
-    acc = (h[0], lo[0])
-    for j in range(1, h.shape[0]):
-        acc = add(acc, (h[j], lo[j]))
-    return acc
+    while h.shape[0] > 1:
+        k = h.shape[0] // 2
+        sh, sl = add((h[:k], lo[:k]), (h[k:2 * k], lo[k:2 * k]))
+        if h.shape[0] % 2:
+            sh, sl = np.concatenate([sh, h[2 * k:]]), np.concatenate([sl, lo[2 * k:]])
+        h, lo = sh, sl
+    return h[0], lo[0]
 
 
 def matmul(A, B):

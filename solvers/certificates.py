@@ -72,7 +72,7 @@ __all__ = [
 
 
 def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
-                    surrogate_value: float | None = None) -> Certificate:
+                    surrogate_value: float | None = None, dual_hint: np.ndarray | None = None) -> Certificate:
     r"""The :class:`~noisealloc.solvers.result.Certificate` of an allocation of a validated problem.
 
     Parameters
@@ -86,6 +86,10 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
     surrogate_value : float, optional
         Sandwich only: V at the convex surrogate's optimum, stored as is (computed by the
         driver, which can solve the surrogate).
+    dual_hint : ndarray, shape (m, m), optional
+        E only: a candidate dual matrix (the solver's double-double one), rescored from ``(A, p)``
+        like every other candidate of :func:`~noisealloc.solvers.algorithms.e_optimal.e_dual_bound`;
+        it spares that function its own double-double solve when its bound is already small.
 
     Returns
     -------
@@ -106,7 +110,7 @@ def certify_problem(prob: Problem, p: np.ndarray, *, rtol: float | None = None,
         # Solved and certified on an exact power-of-two rescaling with entries of unit size: on data
         # scaled by 1e-300 the sums of the bound fell into subnormals and lost their relative accuracy.
         sp, f = unit_scaled(prob)
-        E, g, lmin = e_dual_bound(sp, p)
+        E, g, lmin = e_dual_bound(sp, p, hint=dual_hint)
         rounding = e_rounding_bound(sp, p, E, g)
         reg = sp.regularization
         gbar = -(lmin - reg)

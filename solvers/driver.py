@@ -323,6 +323,8 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
     main_tol = max(tol, 1e-3) if polish else tol
     main_iter = min(max_iter, 40) if polish else max_iter
     status = 1
+    dual_hint = None  # E's double-double dual matrix, rescored by the certificate instead of re-solved
+
     def main(p, main_tol, mu):
         if method == "multiplicative":
             return multiplicative.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
@@ -334,10 +336,10 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
         p, status = main(p, main_tol, mu)
         if polish and prob.criterion == "E":
             # non-smooth: primal-dual interior point with column generation
-            p, status = e_optimal.run(prob, p, tol=tol, counters=counters)
+            p, status, dual_hint = e_optimal.run(prob, p, tol=tol, counters=counters)
         elif polish:
             p, status = polish_mod.run(prob, p, tol=tol, mu=mu, counters=counters)
-    cert = _certify(prob, p, rtol=tol, surrogate=surrogate)
+    cert = _certify(prob, p, rtol=tol, surrogate=surrogate, dual_hint=dual_hint)
     # The gap met tol but the gradient is not yet equal on the support: the main algorithm alone
     # stops on the gap, so it continues to a tenth of the gap, up to _EQUALITY_ROUNDS times.
     rounds = 0
@@ -659,10 +661,10 @@ def _rescaled_certificate(cert: Certificate, inv: float, prob: Problem) -> Certi
                    certified_problem=_certified_problem(prob))
 
 
-def _certify(prob: Problem, p: np.ndarray, *, rtol=None, surrogate=None) -> Certificate:
+def _certify(prob: Problem, p: np.ndarray, *, rtol=None, surrogate=None, dual_hint=None) -> Certificate:
     if surrogate is None:
         surrogate = surrogate_value(prob)
-    return certify_problem(prob, p, rtol=rtol, surrogate_value=surrogate)
+    return certify_problem(prob, p, rtol=rtol, surrogate_value=surrogate, dual_hint=dual_hint)
 
 
 def certify(

@@ -338,19 +338,19 @@ def _dd_matmul(A, B, nslices: int = 6, SA=None, SB=None):
     ``SA`` / ``SB``: the slices of a constant operand, computed once by the caller (float64 operands only,
     ``A[1] == 0`` / ``B[1] == 0``).
     """
-    from noisealloc.solvers import _double_double as dd_
+    from noisealloc.solvers import _dd_kernels as ddk  # the additions compiled where numba is available
 
     Ah, Al = A
     Bh, Bl = B
     k = Ah.shape[1]
     SA = _split_exact(Ah, 1, k, nslices) if SA is None else SA
     SB = _split_exact(Bh, 0, k, nslices) if SB is None else SB
-    terms = [(a + b, sa @ sb) for a, sa in enumerate(SA) for b, sb in enumerate(SB) if a + b < nslices]
-    terms.sort(key=lambda t: -t[0])  # smallest first
-    acc = dd_.dd(np.zeros((Ah.shape[0], Bh.shape[1])))
-    for _level, t in terms:
-        acc = dd_.add(acc, dd_.dd(t))
-    return dd_.add(acc, dd_.dd(Ah @ Bl + Al @ Bh))
+    pairs = sorted(((a, b) for a in range(len(SA)) for b in range(len(SB)) if a + b < nslices),
+                   key=lambda ab: -(ab[0] + ab[1]))  # smallest first
+    acc = (np.zeros((Ah.shape[0], Bh.shape[1])), np.zeros((Ah.shape[0], Bh.shape[1])))
+    for a, b in pairs:
+        acc = ddk.add_into(acc, SA[a] @ SB[b])
+    return ddk.add_into(acc, Ah @ Bl + Al @ Bh)
 
 
 def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=None) -> BarrierResult:
@@ -474,11 +474,11 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=
         if gap <= atol and pres <= atol and dres <= atol:
             converged = True
             break
-        L, R = dd_.chol(X), dd_.chol(E)
+        L, R = ddk.chol(X), ddk.chol(E)
         if L is None or R is None:
             break
-        Linv, Rinv = dd_.trinv(L), dd_.trinv(R)
-        Xi = dd_.matmul((Linv[0].T, Linv[1].T), Linv)
+        Linv, Rinv = ddk.trinv(L), ddk.trinv(R)
+        Xi = ddk.matmul((Linv[0].T, Linv[1].T), Linv)
         # L^-1 B_i R for every i as two 2-D products (exact float64 GEMMs on slices, _dd_matmul):
         # L^-1 [B_1 ... B_s], then the stacked (L^-1 B_i) times R
         Y = _dd_matmul(Linv, Bcat)
@@ -486,9 +486,9 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=
         G = _dd_matmul(Ys, R)
         Gf = (G[0].reshape(s, r * r), G[1].reshape(s, r * r))
         H = _dd_matmul(Gf, (Gf[0].T.copy(), Gf[1].T.copy()))
-        XiE = dd_.matmul(Xi, E)
+        XiE = ddk.matmul(Xi, E)
         h = bdot(sym(XiE))
-        XiRpE = dd_.matmul(dd_.matmul(Xi, Rp), E)
+        XiRpE = ddk.matmul(ddk.matmul(Xi, Rp), E)
         w = bdot(sym(XiRpE))
         trXiRpE = trace(XiRpE)
         zq = div(z, q)
@@ -517,7 +517,7 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=
             dq = (sol[0][:s], sol[1][:s])
             dt, dnu = (sol[0][s], sol[1][s]), (sol[0][s + 1], sol[1][s + 1])
             dX = sym(add(sub(moment(dq), mul(I, full(dt, (r, r)))), Rp))
-            dE = sym(sub(sub(Kmat, E), dd_.matmul(dd_.matmul(Xi, dX), E)))
+            dE = sym(sub(sub(Kmat, E), ddk.matmul(ddk.matmul(Xi, dX), E)))
             dz = sub(sub(kq, z), mul(zq, dq))
             return dq, dt, dX, dE, dz, dnu
 
@@ -537,7 +537,7 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=
                   + float((q[0] + ap * dq[0]) @ (z[0] + ad * dz[0]))) / theta
         sigma = min(1.0, max(0.0, (mu_aff / mu) ** 3)) if mu > 0 else 0.0
         sm = dd(sigma * mu)
-        Kmat = dd_.matmul(Xi, sub(mul(I, full(sm, (r, r))), dd_.matmul(dX, dE)))
+        Kmat = ddk.matmul(Xi, sub(mul(I, full(sm, (r, r))), ddk.matmul(dX, dE)))
         kq = div(sub(full(sm, (s,)), mul(dq, dz)), q)
         dq, dt, dX, dE, dz, dnu = direction(Kmat, kq)
         ap, ad = steps(dq, dX, dE, dz)
@@ -644,6 +644,12 @@ def column_generation(Aflat: np.ndarray, S0, *, rtol: float, project=None, offse
         if best is None or bound < best[2]:
             best = (q_full.copy(), E, bound, lmin)
         if bound <= rtol * max(lmin + offset, np.finfo(float).tiny):
+            break
+        if not res.success and bound <= 2.0 * res.gap:
+            # The working-set solve stalled in rounding (float64 resolution) and the candidates outside it
+            # add no more than that: further rounds only trade one rounding-level bound for another
+            # (Chebyshev E m = 20, n = 500: 7 more rounds of 35-70 ms, none better).  The double-double
+            # polish (run) takes over from here.
             break
         viol = np.flatnonzero(v > lmin + 0.25 * bound)
         viol = np.setdiff1d(viol, S)
@@ -776,8 +782,8 @@ def _e_clusters(ev: np.ndarray) -> list:
     return sizes
 
 
-def e_dual_bound(prob: Problem, p: np.ndarray):
-    r"""Best weak-duality certificate of E-optimality built from ``(A, p)`` alone.
+def e_dual_bound(prob: Problem, p: np.ndarray, hint: np.ndarray | None = None):
+    r"""Best weak-duality certificate of E-optimality built from ``(A, p)`` (and an optional candidate dual).
 
     Every PSD, trace-one ``E`` gives :math:`\max_q \lambda_{\min}(M_q) \le \max_i \langle E, A_i\rangle + \delta`.
     Candidates tried (the one with the smallest bound is returned):
@@ -797,7 +803,10 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
     * when those leave a bound above ``E_DD_TRIGGER_RTOL`` (relative), the dual matrix of the full
       problem on the support of ``p`` and the sensitivity peaks, solved in double-double
       (:func:`column_generation_dd`, target ``E_POLISH_RTOL``): on degenerate problems the float64
-      interior point stalls near :math:`\sqrt{\varepsilon}`.
+      interior point stalls near :math:`\sqrt{\varepsilon}`.  A ``hint`` (the solver's own double-double
+      dual of ``p``) is scored first and stands in for this solve when its bound already meets
+      ``E_DD_TRIGGER_RTOL``: the bound is computed here from ``hint`` and ``A`` like any other candidate's
+      (weak duality holds for every PSD, trace-one matrix), so the hint saves time without being trusted.
 
     Parameters
     ----------
@@ -805,6 +814,9 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
         An 'E' problem.
     p : ndarray, shape (n,)
         The allocation.
+    hint : ndarray, shape (m, m), optional
+        A candidate dual matrix (symmetrised, its negative eigenvalues dropped and its trace normalised
+        here); :func:`run` returns the one of its polish.
 
     Returns
     -------
@@ -856,7 +868,13 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
     pk = _peaks(v0, np.arange(prob.n))
     top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
     S0 = np.union1d(support, top)
-    if best[0] > E_DD_TRIGGER_RTOL * max(lmin, tiny) and m > 1:
+    trigger = E_DD_TRIGGER_RTOL * max(lmin, tiny)
+    hint = None if hint is None else _psd_unit_trace(hint)
+    if hint is not None and best[0] > trigger and m > 1:
+        cand = score(hint)
+        if cand[0] < best[0]:
+            best = cand
+    if best[0] > trigger and m > 1:
         # Degenerate problems (graded spectra of M and of the dual) stall the float64 interior point
         # near sqrt(eps); the full dual problem in double-double reaches rounding level (E_POLISH_RTOL).
         dd = column_generation_dd(prob.Aflat, S0, rtol=E_POLISH_RTOL, offset=prob.regularization)
@@ -873,6 +891,18 @@ def e_dual_bound(prob: Problem, p: np.ndarray):
             if best[0] <= target:
                 break
     return best[1], best[2], float(lmin)
+
+
+def _psd_unit_trace(E: np.ndarray) -> np.ndarray | None:
+    """``E`` symmetrised, its negative eigenvalues set to zero, scaled to unit trace (a valid dual matrix);
+    None when nothing positive (or finite) is left."""
+    E = np.asarray(E, dtype=float)
+    if not np.all(np.isfinite(E)):
+        return None
+    w, V = np.linalg.eigh(0.5 * (E + E.T))
+    E = (V * np.maximum(w, 0.0)) @ V.T
+    tr = float(np.trace(E))
+    return E / tr if tr > 0 else None
 
 
 def _lmin(Aflat, w, m):
@@ -970,14 +1000,14 @@ def _drop_inactive(prob, q, tol, rounds: int = 2):
 
 
 def _polish_dd(prob, q, E, counters, tol):
-    r"""Double-double polish of a float64 E result: ``(w, bound)`` or None (too large for the cost cap).
+    r"""Double-double polish of a float64 E result: ``(w, bound, E)`` or None (too large for the cost cap).
 
     Column generation with :func:`barrier_sdp_dd` from the support of ``q`` (its ``max(4m, 32)``
     heaviest atoms) and the peaks of its sensitivity :math:`\langle E, A_i\rangle`, to ``E_POLISH_RTOL``; weights below
     ``E_DD_WEIGHT_FLOOR`` of the largest (the interior point's leftovers on inactive candidates) are
     zeroed; when atoms with sensitivity below :math:`\lambda_{\min}` by more than ``tol / 4``
-    (relative) keep weight, the problem on the active atoms is re-solved in double-double.  ``bound`` is :math:`\max_i \langle E_{dd}, A_i\rangle - \lambda_{\min}(M(w))` recomputed
-    in float64 for the returned ``w``.
+    (relative) keep weight, the problem on the active atoms is re-solved in double-double.  ``bound`` is :math:`\max_i \langle E, A_i\rangle - \lambda_{\min}(M(w))` recomputed
+    in float64 for the returned ``w`` and its dual matrix ``E`` (the certificate's hint, :func:`e_dual_bound`).
     """
     m, n, Aflat = prob.m, prob.n, prob.Aflat
     v = Aflat @ E.ravel()
@@ -998,7 +1028,7 @@ def _polish_dd(prob, q, E, counters, tol):
     w = np.where(qd >= E_DD_WEIGHT_FLOOR * qd.max(), qd, 0.0)
     w = w / w.sum()
     v = Aflat @ Ed.ravel()
-    best = (w, float(v.max()) - _lmin(Aflat, w, m))
+    best = (w, float(v.max()) - _lmin(Aflat, w, m), Ed)
     # Atoms whose sensitivity is clearly below lambda_min are inactive, but the interior point leaves
     # them weight mu / slack, which is not negligible when the slack is small (2e-9 at slack 3.5e-8 on
     # Chebyshev degree 7): the equivalence check fails on them and zeroing them moves lambda_min by as
@@ -1018,7 +1048,7 @@ def _polish_dd(prob, q, E, counters, tol):
         b_alt = float(v.max()) - _lmin(Aflat, w2, m)  # or with the full problem's dual
         # the active-set solution is preferred once it meets the polish target (a cleaner support)
         if min(b2, b_alt) < max(best[1], E_POLISH_RTOL * abs(lw + prob.regularization)):
-            best = (w2, min(b2, b_alt))
+            best = (w2, b2, r2.E) if b2 <= b_alt else (w2, b_alt, Ed)
     return best
 
 
@@ -1046,6 +1076,9 @@ def run(prob, p, *, tol: float, counters=None):
         The allocation.
     status : int
         0 (bound met) or 2 (stalled), keys of :data:`~noisealloc.solvers.result.STATUS_MESSAGES`.
+    dual : ndarray, shape (m, m), or None
+        The double-double polish's dual matrix of ``p`` (None without that polish): the hint of
+        :func:`e_dual_bound`, which rescores it and otherwise repeats the double-double solve.
     """
     if counters is None:
         counters = new_counters()
@@ -1074,7 +1107,7 @@ def run(prob, p, *, tol: float, counters=None):
     if polished is not None:
         # the double-double optimum is kept as is: the float64 re-solves of _finalize and
         # _drop_inactive would put back the error they stall at
-        q, bound = polished
+        q, bound, dual = polished
     else:
         q, E = _finalize(Aflat, q, E, m, rtol=0.5 * tol, offset=prob.regularization)
     if np.count_nonzero(q) > prob.atom_bound:
@@ -1091,4 +1124,4 @@ def run(prob, p, *, tol: float, counters=None):
     if polished is None:
         q = _drop_inactive(prob, q, tol)
     lm = float(np.linalg.eigvalsh(((q @ Aflat).reshape(m, m) + prob.regularization * np.eye(m)))[0])
-    return q, (0 if bound <= tol * max(lm, np.finfo(float).tiny) else 2)
+    return q, (0 if bound <= tol * max(lm, np.finfo(float).tiny) else 2), (None if polished is None else dual)

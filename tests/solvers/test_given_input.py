@@ -267,3 +267,30 @@ def test_psd_projected_problem_is_certified_and_named_as_such():
     assert gap > 100 * FW_GAP_RTOL * value
     again = certify(prob, res.weights)
     assert again.certified_problem == cert.certified_problem and again.rel_gap == pytest.approx(cert.rel_gap, abs=1e-12)
+
+
+def test_E_dual_hint_is_rescored_not_trusted():
+    """The solver hands its double-double dual matrix to the certificate as a hint (it spares a second
+    double-double solve).  Any hint, good or garbage, must leave a valid certificate: the reported gap bounds
+    the exact weak-duality gap of the dual matrix it reports (40-digit mpmath), and a useless hint must not
+    stop the certificate from reaching the tolerance on its own."""
+    from noisealloc.solvers.certificates import certify_problem
+
+    x = np.linspace(-1.0, 1.0, 101)
+    F = np.polynomial.chebyshev.chebvander(x, 7)
+    A = F[:, :, None] * F[:, None, :]
+    res = _solve(A, "E")
+    assert res.success, res.message
+    prob = make_problem(A, "E")
+    m = A.shape[1]
+    rng = np.random.default_rng(5)
+    R = rng.standard_normal((m, m))
+    hints = {"solver's": res.certificate.dual_matrix, "negative": -np.eye(m), "nan": np.full((m, m), np.nan),
+             "zero": np.zeros((m, m)), "indefinite": R + R.T, "uniform": np.eye(m) / m}
+    for name, hint in hints.items():
+        cert = certify_problem(prob, res.weights, rtol=FW_GAP_RTOL, dual_hint=hint)
+        E = cert.dual_matrix
+        assert np.all(np.isfinite(E)), name
+        gap, lmin = exact_E_gap(A, res.weights, E)
+        assert gap <= cert.gap_as_given * (1 + 1e-6), (name, gap, cert.gap_as_given)
+        assert cert.optimality_ok, (name, cert.rel_gap)
