@@ -260,14 +260,15 @@ def _solver_kernels_run(args) -> int:
         print("solver kernels: numba is missing or disabled (NOISEALLOC_DISABLE_NUMBA); nothing to compare")
     else:
         print("solver kernels that solve runs (noisealloc.solvers._sandwich_kernels: the two-parameter sandwich's "
-              "Bernstein proof; noisealloc.solvers._dd_kernels: E's double-double LU), compiled against the path "
-              "without numba (the same code uncompiled; numpy double-double for the LU), serial, on the same inputs; "
-              "the first call (numba compile or cache load) is excluded:")
+              "Bernstein proof; noisealloc.solvers._dd_kernels: E's double-double interior point, its LU, Cholesky, "
+              "triangular inverse, m x m products and exact-GEMM accumulation), compiled against the path without "
+              "numba (the same code uncompiled; numpy double-double for E's), serial, on the same inputs; the first "
+              "call (numba compile or cache load) is excluded:")
         print("  " + ", ".join(f"{k} {v:.3f} s" for k, v in r.warmup_seconds.items()))
         for row in r.rows:
             verdict = "numba wins" if row.ratio > 1.0 else "numba LOSES"
             print(f"  {row.name:21s} {row.case:58s} numba {row.numba_seconds:8.4f} s  uncompiled "
-                  f"{row.numpy_seconds:8.3f} s  uncompiled/numba = {row.ratio:6.0f} ({verdict})  "
+                  f"{row.numpy_seconds:8.3f} s  uncompiled/numba = {row.ratio:6.3g} ({verdict})  "
                   f"max rel diff {row.max_rel_diff:.1e}")
         for case, seconds, pieces in r.sweeps:
             print(f"  bernstein_sweep (the whole proof) {case}: {seconds:.2f} s, {pieces} simplices")

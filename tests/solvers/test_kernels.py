@@ -57,13 +57,14 @@ def test_bench_kernels_rows_at_a_small_size():
     from noisealloc.verify.bench.solver import measure_kernels
 
     r = measure_kernels(sizes=(9,), sample=20, repeat=1, full_sweep=False)
-    assert r.have_numba and len(r.rows) == 2 and not r.sweeps
-    row, lu = r.rows
+    assert r.have_numba and len(r.rows) == 6 and not r.sweeps
+    row, *dd = r.rows
     assert row.wired and row.max_rel_diff == 0.0 and row.numba_seconds > 0 and row.numpy_seconds > 0
     assert "20 of 126 supports" in row.case
-    # E's double-double LU: the compiled path does the numpy path's operations (same solution to far
-    # below float64 rounding)
-    assert lu.name == "dd lu_factor + lu_solve" and lu.wired and lu.max_rel_diff <= 1e-28
+    # E's double-double kernels, then the whole E solve: the compiled path does the numpy path's operations
+    # in the same order, so the results (and the solve's weights) are the same numbers
+    assert [x.name for x in dd] == ["dd lu_factor + lu_solve", "dd chol + trinv", "dd matmul", "dd add_into", "E solve"]
+    assert all(x.wired and x.max_rel_diff == 0.0 and x.numba_seconds > 0 and x.numpy_seconds > 0 for x in dd)
 
 
 def test_no_solver_module_imports_the_removed_convex_kernels():

@@ -54,6 +54,7 @@ with the rank-revealing factors :math:`A_i = F_i F_i^\\top` (:math:`F_i` m x r),
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -329,8 +330,10 @@ def _sweep_sample(sweep_one, supports, args):
 def measure_kernels(sizes=(41, 64), *, sample: int = 120, repeat: int = 3, full_sweep: bool = True) -> KernelBenchResult:
     """Time the compiled kernels that ``solve`` runs against their uncompiled path, on the same inputs.
 
-    The numba kernels on ``solve``'s path are E's double-double LU (:mod:`noisealloc.solvers._dd_kernels`,
-    one row against the numpy double-double path) and the two-parameter sandwich proof's
+    The numba kernels on ``solve``'s path are E's double-double interior point's
+    (:mod:`noisealloc.solvers._dd_kernels`: LU, Cholesky and triangular inverse, ``m x m`` products, the
+    accumulation of exact GEMMs; one row each against the numpy double-double path, and one for the whole
+    E solve with numba off) and the two-parameter sandwich proof's
     (:mod:`noisealloc.solvers._sandwich_kernels`, run by
     :func:`~noisealloc.solvers.sandwich_global.bernstein_proof` for every two-parameter sandwich on at
     most ``SANDWICH_BERNSTEIN_MAX_LEVELS`` levels).  Inputs: the issue-15 instance
@@ -417,38 +420,80 @@ def measure_kernels(sizes=(41, 64), *, sample: int = 120, repeat: int = 3, full_
                 warm["bernstein_sweep"] = time.perf_counter() - t0
             bb = bernstein_proof(prob, float(res.value), rtol=SANDWICH_GLOBAL_RTOL)
             sweeps.append((f"issue n={n}, all {total} supports, {_numba.num_threads()} threads", bb.seconds, int(bb.boxes)))
-    rows.append(_dd_lu_row(warm, repeat))
+    rows.extend(_dd_rows(warm, repeat))
     return KernelBenchResult(rows=rows, warmup_seconds=warm, sweeps=sweeps, have_numba=True)
 
 
-def _dd_lu_row(warm: dict, repeat: int, size: int = 100) -> KernelBenchRow:
-    """The compiled double-double LU (factor and one solve) of E's interior point against the numpy
-    double-double path (:mod:`noisealloc.solvers._double_double`) on one seeded, diagonally dominant
-    ``size x size`` system (its working sets hold about 100 candidates)."""
+def _compare_row(warm: dict, repeat: int, name: str, case: str, compiled, reference, verdict: str) -> KernelBenchRow:
+    """One :class:`KernelBenchRow`: ``compiled()`` (its first call timed apart, into ``warm``) against
+    ``reference()``, best of ``repeat``; both return a double-double pair, compared relative to 1 or the value."""
+    t0 = time.perf_counter()
+    compiled()
+    warm[name] = time.perf_counter() - t0
+    t_nb, t_np = _best(compiled, repeat), _best(reference, repeat)
+    x_nb, x_np = compiled(), reference()
+    diff = float(np.max(np.abs((x_nb[0] + x_nb[1]) - (x_np[0] + x_np[1])) / np.maximum(np.abs(x_np[0]), 1.0)))
+    return KernelBenchRow(name=name, case=case, numba_seconds=t_nb, numpy_seconds=t_np, ratio=t_np / t_nb,
+                          max_rel_diff=diff, wired=True, verdict=verdict)
+
+
+def _dd_rows(warm: dict, repeat: int, size: int = 100, m: int = 20, s: int = 140) -> list:
+    """The compiled double-double kernels of E's interior point against the numpy double-double path
+    (:mod:`noisealloc.solvers._double_double`), at the sizes of Chebyshev m = 20, n = 500 (working sets of
+    ``s`` ~ 140 candidates, ``m x m`` matrices), on seeded inputs; then the whole E solve of that problem
+    with numba and with ``HAVE_NUMBA`` off (every kernel on its numpy path)."""
     from noisealloc.solvers import _dd_kernels as ddk
     from noisealloc.solvers import _double_double as ddn
+    from noisealloc.solvers import solve
+    from noisealloc.theory import _numba
 
     rng = np.random.default_rng(0)
     hi = rng.standard_normal((size, size)) + size * np.eye(size)
     K = (hi, rng.standard_normal((size, size)) * 1e-17)
     b = (rng.standard_normal(size), np.zeros(size))
+    G = rng.standard_normal((m, m))
+    X = (G @ G.T + m * np.eye(m), np.zeros((m, m)))
+    Y = (rng.standard_normal((m, m)), rng.standard_normal((m, m)) * 1e-17)
+    terms = [rng.standard_normal((s * m, m)) * 2.0 ** (-21 * k) for k in range(21)]
+    where = "runs in solve for E: the double-double interior point (barrier_sdp_dd)"
 
-    def compiled():
-        return ddk.lu_solve(ddk.lu_factor(K), b)
+    def acc(add):
+        out = (np.zeros((s * m, m)), np.zeros((s * m, m)))
+        for t in terms:
+            out = add(out, t)
+        return out
 
-    def reference():
-        return ddn.lu_solve(ddn.lu_factor(K), b)
+    rows = [
+        _compare_row(warm, repeat, "dd lu_factor + lu_solve", f"{size} x {size} double-double system",
+                     lambda: ddk.lu_solve(ddk.lu_factor(K), b), lambda: ddn.lu_solve(ddn.lu_factor(K), b),
+                     where + ", its Newton systems"),
+        _compare_row(warm, repeat, "dd chol + trinv", f"{m} x {m} SPD", lambda: ddk.trinv(ddk.chol(X)),
+                     lambda: ddn.trinv(ddn.chol(X)), where + ", the factors of X and E every iteration"),
+        _compare_row(warm, repeat, "dd matmul", f"{m} x {m} times {m} x {m}", lambda: ddk.matmul(X, Y),
+                     lambda: ddn.matmul(X, Y), where + ", the m x m products (5 per iteration)"),
+        _compare_row(warm, repeat, "dd add_into", f"21 exact-slice products of {s * m} x {m} summed",
+                     lambda: acc(ddk.add_into), lambda: acc(lambda a, t: ddn.add(a, ddn.dd(t))),
+                     where + ", the accumulation of _dd_matmul's exact GEMMs"),
+    ]
+    _x, A = cheb_problem(m, 500)
+    saved = _numba.HAVE_NUMBA
 
-    t0 = time.perf_counter()
-    compiled()
-    warm["dd lu_factor + lu_solve"] = time.perf_counter() - t0
-    t_nb, t_np = _best(compiled, repeat), _best(reference, repeat)
-    x_nb, x_np = compiled(), reference()
-    diff = float(np.max(np.abs((x_nb[0] + x_nb[1]) - (x_np[0] + x_np[1])) / np.maximum(np.abs(x_np[0]), 1.0)))
-    return KernelBenchRow(
-        name="dd lu_factor + lu_solve", case=f"{size} x {size} double-double system", numba_seconds=t_nb,
-        numpy_seconds=t_np, ratio=t_np / t_nb, max_rel_diff=diff, wired=True,
-        verdict="runs in solve for E: the Newton systems of the double-double interior point (barrier_sdp_dd)")
+    def e_solve():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            w = solve(A, "E").weights
+        return w, np.zeros_like(w)
+
+    def e_solve_numpy():
+        _numba.HAVE_NUMBA = False
+        try:
+            return e_solve()
+        finally:
+            _numba.HAVE_NUMBA = saved
+
+    rows.append(_compare_row(warm, 1, "E solve", f"Chebyshev m={m}, n=500: every kernel above at once", e_solve,
+                             e_solve_numpy, "the whole solve(A, 'E') with numba and with HAVE_NUMBA off"))
+    return rows
 
 
 # ------------------------------------------------------------------ support reduction (reduce_support row)
