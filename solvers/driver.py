@@ -22,7 +22,7 @@ from math import comb
 
 import numpy as np
 
-from noisealloc.solvers.algorithms import e_optimal, frank_wolfe, multiplicative, rex
+from noisealloc.solvers.algorithms import e_optimal, elfving, frank_wolfe, multiplicative, rex
 from noisealloc.solvers.algorithms import polish as polish_mod
 from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
@@ -122,7 +122,10 @@ def solve(
     grid : array_like, shape (n,), optional
         Strictly increasing candidate levels :math:`\lambda_i` (used for ``lam`` and merging).
     method : {'auto', 'frank-wolfe', 'multiplicative', 'rex'}
-        ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich.
+        ``'auto'``: multiplicative for convex criteria, Frank-Wolfe (pairwise) for the sandwich; for 'c' with
+        the polish and no ``p0``, the start is Elfving's dual barrier
+        (:mod:`~noisealloc.solvers.algorithms.elfving`, ``method`` of the result ``'elfving+polish'``), the
+        multiplicative one only when the dual's support leaves :math:`M(p)` singular.
     polish : bool
         Finish with projected Newton on the active support (default True); for 'E' the
         finish is the primal-dual interior point of :mod:`~noisealloc.solvers.algorithms.e_optimal`, repeated in
@@ -214,6 +217,7 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     check_choice(method, "method", METHODS)
     if global_search is not None and not isinstance(global_search, (bool, np.bool_)):
         raise ValueError(f"global_search must be True, False or None; got {global_search!r}")
+    elfving_start = method == "auto" and prob.criterion == "c" and polish and p0 is None
     if method == "auto":
         method = "multiplicative" if prob.convex else "frank-wolfe"
     if method == "multiplicative" and not prob.convex:
@@ -248,12 +252,28 @@ def _solve(prob: Problem, *, method, polish, tol, max_iter, p0, rng, starts=None
     # E is solved on an exact power-of-two rescaling with entries of unit size (data scaled by 1e-300
     # summed into subnormals); the weights do not change, the certificate is scaled back at the end.
     given, (prob, factor) = prob, unit_scaled(prob)
+    if elfving_start:
+        # c: Elfving's dual finds the optimal atoms in O(n m^2) per Newton step; the multiplicative start
+        # left the polish sliding atoms one sensitivity peak per round on near-tied levels (16 rounds)
+        pe = elfving.run(prob, counters=counters)
+        if pe is not None:
+            p, method = pe, "elfving"
 
     def run_from(p, run_tol=tol):
         return _run_from(prob, p, method=method, polish=polish, tol=run_tol, max_iter=max_iter, gen=gen,
                          counters=counters, surrogate=surrogate)
 
     p, status, cert = run_from(p)
+    if method == "elfving" and status != 0:
+        # The dual's start was not certified (seen at the float64 rounding floor of ill-conditioned c problems,
+        # gap 4e-8 where the multiplicative start's polish ended at 9e-9): the former start is tried too and
+        # the better certificate kept, so the new start never loses what the old one found.
+        method = "multiplicative"
+        q, st_q, cert_q = run_from(np.full(prob.n, 1.0 / prob.n))
+        if st_q == 0 or cert_q.rel_gap < cert.rel_gap:
+            p, status, cert = q, st_q, cert_q
+        else:
+            method = "elfving"
     optimality, proof = "global", "convex criterion"
     n_starts, start_values, ms_state = 1, None, None
     if prob.criterion == "sandwich":
@@ -326,6 +346,8 @@ def _run_from(prob: Problem, p: np.ndarray, *, method, polish, tol, max_iter, ge
     dual_hint = None  # E's double-double dual matrix, rescored by the certificate instead of re-solved
 
     def main(p, main_tol, mu):
+        if method == "elfving":
+            return p, 1  # the start is the dual's support (_solve); the polish certifies
         if method == "multiplicative":
             return multiplicative.run(prob, p, tol=main_tol, max_iter=main_iter, mu=mu, counters=counters)
         if method == "frank-wolfe":

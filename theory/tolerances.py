@@ -164,6 +164,13 @@ E_DD_WEIGHT_FLOOR = 1e-12
 #: 1e-6 keeps a margin of 100 while saving the double-double iterations above it (Chebyshev m = 20 on
 #: 100 candidates: 5 instead of 11, the same final gap 3.5e-15; starts at 1e-4 ... 1e-7 all reached it).
 E_DD_WARM_RTOL = 1e-6
+#: The Elfving dual barrier of 'c' (solvers.algorithms.elfving) stops at this relative gap 2 n mu / c^T y of its
+#: central pair: it only has to show the Newton polish where the optimal atoms are (near-tied benchmark: 1e-3
+#: left the polish 7 gradient rounds, 1e-4 left 4, 1e-6 left 3 for 20 % more barrier steps).
+ELFVING_RTOL = 1e-4
+#: A candidate is on the dual's support when y^T B_i y >= 1 - this (constraint active); the non-negative
+#: weights on those candidates must reproduce c to this fraction of |c|.
+ELFVING_ACTIVE_RTOL = 1e-3
 
 #: Largest |coordinate| of a Dirac mixture's atom.  Squared distances (GEMM form, summed over up to
 #: ~1e3 dimensions) must stay finite: 1e150^2 * 1e3 = 1e303 < 1.8e308.  Beyond it the data are
