@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+import functools
+
 from noisealloc.theory import _numba
 from noisealloc.theory._numba import jit
 
@@ -179,16 +181,28 @@ def _lu_solve(Ah, Al, perm, bh, bl, xh, xl):  # pragma: no cover - compiled
             xh[i], xl[i] = _add(xh[i], xl[i], -uh, -ul)
 
 
+
+def _numpy_unless_compiled(fn):
+    """Without numba (missing, or ``NOISEALLOC_DISABLE_NUMBA``; asked at call time) the function of the same
+    name in :mod:`noisealloc.solvers._double_double` runs instead: the same operations in numpy."""
+
+    @functools.wraps(fn)
+    def dispatch(*args):
+        if not _numba.HAVE_NUMBA:
+            from noisealloc.solvers import _double_double as dd_
+
+            return getattr(dd_, fn.__name__)(*args)
+        return fn(*args)
+
+    return dispatch
+
+@_numpy_unless_compiled
 def lu_factor(K):
     """LU factors with partial pivoting of an ``(n, n)`` double-double matrix: ``(LU, perm)``.
 
     Same factors (to rounding of the same operations) as
     :func:`noisealloc.solvers._double_double.lu_factor`, compiled when numba is available.
     """
-    if not _numba.HAVE_NUMBA:
-        from noisealloc.solvers import _double_double as dd_
-
-        return dd_.lu_factor(K)
     Ah = np.array(K[0], dtype=np.float64, copy=True)
     Al = np.array(K[1], dtype=np.float64, copy=True)
     perm = np.arange(Ah.shape[0])
@@ -196,12 +210,9 @@ def lu_factor(K):
     return (Ah, Al), perm
 
 
+@_numpy_unless_compiled
 def lu_solve(factors, b):
     """Solve :math:`K x = b` with ``factors = lu_factor(K)`` (``b`` a double-double ``(n,)``)."""
-    if not _numba.HAVE_NUMBA:
-        from noisealloc.solvers import _double_double as dd_
-
-        return dd_.lu_solve(factors, b)
     (Ah, Al), perm = factors
     n = Ah.shape[0]
     xh, xl = np.empty(n), np.empty(n)
@@ -214,30 +225,24 @@ def _arrays(x):
     return np.array(x[0], dtype=np.float64, copy=True), np.array(x[1], dtype=np.float64, copy=True)
 
 
+@_numpy_unless_compiled
 def chol(X):
     """Lower Cholesky factor of a symmetric ``(n, n)`` double-double matrix; None if not positive definite.
 
     :func:`noisealloc.solvers._double_double.chol`, compiled when numba is available.
     """
-    if not _numba.HAVE_NUMBA:
-        from noisealloc.solvers import _double_double as dd_
-
-        return dd_.chol(X)
     Ah, Al = _arrays(X)
     n = Ah.shape[0]
     Lh, Ll = np.zeros((n, n)), np.zeros((n, n))
     return (Lh, Ll) if _chol(Ah, Al, Lh, Ll) else None
 
 
+@_numpy_unless_compiled
 def trinv(L):
     """Inverse of a lower-triangular ``(n, n)`` double-double matrix.
 
     :func:`noisealloc.solvers._double_double.trinv`, compiled when numba is available.
     """
-    if not _numba.HAVE_NUMBA:
-        from noisealloc.solvers import _double_double as dd_
-
-        return dd_.trinv(L)
     Lh, Ll = _arrays(L)
     n = Lh.shape[0]
     Yh, Yl = np.eye(n), np.zeros((n, n))
@@ -245,15 +250,12 @@ def trinv(L):
     return Yh, Yl
 
 
+@_numpy_unless_compiled
 def matmul(A, B):
     """:math:`A B` of 2-D double-double matrices (``(n, k)`` times ``(k, p)``, ``k >= 1``).
 
     :func:`noisealloc.solvers._double_double.matmul` on 2-D operands, compiled when numba is available.
     """
-    if not _numba.HAVE_NUMBA:
-        from noisealloc.solvers import _double_double as dd_
-
-        return dd_.matmul(A, B)
     Ah, Al = (np.ascontiguousarray(a, dtype=np.float64) for a in A)
     Bh, Bl = (np.ascontiguousarray(b, dtype=np.float64) for b in B)
     Ch, Cl = np.empty((Ah.shape[0], Bh.shape[1])), np.empty((Ah.shape[0], Bh.shape[1]))

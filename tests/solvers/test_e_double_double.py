@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import mpmath as mp
 import numpy as np
-import pytest
 
 from noisealloc.solvers import _dd_kernels as ddk
 from noisealloc.solvers import _double_double as dd_
 from noisealloc.solvers.algorithms.e_optimal import _dd_matmul, _split_exact
-from noisealloc.theory import _numba
 
 
 def _dd_random(rng, shape, spread=0):
@@ -51,12 +49,7 @@ def test_dd_matmul_against_mpmath():
         assert abs(mp.mpf(C[0][i, j]) + mp.mpf(C[1][i, j]) - ref) <= 1e-29 * scale
 
 
-@pytest.mark.parametrize("numba", [True, False])
-def test_compiled_lu_solves_to_double_double_accuracy(monkeypatch, numba):
-    if numba and not _numba.HAVE_NUMBA:
-        pytest.skip("numba is missing or disabled")
-    if not numba:
-        monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+def test_compiled_lu_solves_to_double_double_accuracy(solver_kernel):
     rng = np.random.default_rng(2)
     n = 12
     K = _dd_random(rng, (n, n))
@@ -76,15 +69,10 @@ def _mp(x, idx):
     return mp.mpf(x[0][idx]) + mp.mpf(x[1][idx])
 
 
-@pytest.mark.parametrize("numba", [True, False])
-def test_compiled_small_kernels_equal_the_numpy_ones_and_mpmath(monkeypatch, numba):
+def test_compiled_small_kernels_equal_the_numpy_ones_and_mpmath(solver_kernel):
     """Cholesky, triangular inverse, m x m product and in-place accumulation: the compiled kernels give the
     numpy double-double results bit for bit (same operations, same order), and those agree with 50-digit
-    mpmath to ~1e-28."""
-    if numba and not _numba.HAVE_NUMBA:
-        pytest.skip("numba is missing or disabled")
-    if not numba:
-        monkeypatch.setattr(_numba, "HAVE_NUMBA", False)
+    mpmath to ~1e-28.  ``solver_kernel`` (tests/conftest.py) runs it with numba and with HAVE_NUMBA off."""
     rng = np.random.default_rng(3)
     n = 9
     G = _dd_random(rng, (n, n))
