@@ -74,7 +74,7 @@ import numpy as np
 from scipy import linalg as sla
 
 from noisealloc.solvers._linalg import triangular_inverse
-from noisealloc.solvers.problem import moments, new_counters
+from noisealloc.solvers.problem import Problem, moments, new_counters
 from noisealloc.theory.tolerances import (
     E_CLUSTER_RTOL,
     E_DD_TRIGGER_RTOL,
