@@ -877,15 +877,27 @@ def e_dual_bound(prob: Problem, p: np.ndarray, hint: np.ndarray | None = None):
     top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
     S0 = np.union1d(support, top)
     trigger = E_DD_TRIGGER_RTOL * max(lmin, tiny)
+    S0_dd = S0
+    if not _dd_affordable(S0.size, m):
+        # Past the double-double cost cap column_generation_dd would not start at all (m >= ~32 with a large
+        # support), while the solver's polish, from its own smaller working set, did: solve() certified with
+        # that dual (the hint) and certify() of the same weights failed (randpsd m = 49, n = 206: 1.7e-10 and
+        # a support slack 2.9e-8 > tol instead of 4e-14).  The heaviest atoms, then the highest peaks, as many
+        # as fit, start it (the support first: without it the first round's dual is far off); its rounds add
+        # back any candidate the dual still needs.
+        s_max = next((s for s in range(S0.size, 0, -1) if _dd_affordable(s, m)), 0)
+        order = np.concatenate([support[np.argsort(-p[support], kind="stable")],
+                                np.setdiff1d(top, support)[np.argsort(-v0[np.setdiff1d(top, support)], kind="stable")]])
+        S0_dd = np.sort(order[:s_max]) if s_max > 0 else None
     hint = None if hint is None else _psd_unit_trace(hint)
     if hint is not None and best[0] > trigger and m > 1:
         cand = score(hint)
         if cand[0] < best[0]:
             best = cand
-    if best[0] > trigger and m > 1:
+    if best[0] > trigger and m > 1 and S0_dd is not None:
         # Degenerate problems (graded spectra of M and of the dual) stall the float64 interior point
         # near sqrt(eps); the full dual problem in double-double reaches rounding level (E_POLISH_RTOL).
-        dd = column_generation_dd(prob.Aflat, S0, rtol=E_POLISH_RTOL, offset=prob.regularization)
+        dd = column_generation_dd(prob.Aflat, S0_dd, rtol=E_POLISH_RTOL, offset=prob.regularization)
         if dd is not None:
             cand = score(dd[1])
             if cand[0] < best[0]:

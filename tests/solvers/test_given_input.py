@@ -294,3 +294,29 @@ def test_E_dual_hint_is_rescored_not_trusted():
         gap, lmin = exact_E_gap(A, res.weights, E)
         assert gap <= cert.gap_as_given * (1 + 1e-6), (name, gap, cert.gap_as_given)
         assert cert.optimality_ok, (name, cert.rel_gap)
+
+
+def test_E_certify_agrees_with_solve_past_the_double_double_cost_cap(monkeypatch):
+    """certify(A, solve(A).weights) must certify what solve certified.  Past the double-double cost cap
+    (``_DD_WORK_MAX``: m >= ~32 with a large support; here the cap is lowered to what the support alone fits)
+    the certificate's double-double dual did not start at all, while solve's certificate rescored its polish's
+    dual (the hint): solve succeeded and certify of the same weights failed its equivalence check (randpsd
+    m = 49, n = 206, audit32).  The certificate now starts that solve from the heaviest atoms that fit; the
+    reference is the exact weak-duality gap (40-digit mpmath) of the dual matrix it reports."""
+    from noisealloc.solvers.algorithms import e_optimal
+
+    rng = np.random.default_rng(7)
+    m, n, r = 12, 26, 4
+    G = rng.standard_normal((n, m, r))
+    A = np.einsum("nij,nkj->nik", G, G) / r
+    A = 0.5 * (A + A.transpose(0, 2, 1))
+    res = _solve(A, "E")
+    assert res.success, res.message
+    s = np.count_nonzero(res.weights)
+    monkeypatch.setattr(e_optimal, "_DD_WORK_MAX", float(s * m**3 + s * s * m * m))
+    assert not e_optimal._dd_affordable(s + 1, m)  # the support fits, support plus sensitivity peaks do not
+    cert = certify(A, res.weights, "E")
+    assert cert.optimality_ok, (cert.rel_gap_as_given, cert.equivalence_ok)
+    gap, lmin = exact_E_gap(A, res.weights, cert.dual_matrix)
+    assert gap <= cert.gap_as_given * (1 + 1e-6)
+    assert gap <= FW_GAP_RTOL * lmin
