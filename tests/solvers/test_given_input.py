@@ -320,3 +320,84 @@ def test_E_certify_agrees_with_solve_past_the_double_double_cost_cap(monkeypatch
     gap, lmin = exact_E_gap(A, res.weights, cert.dual_matrix)
     assert gap <= cert.gap_as_given * (1 + 1e-6)
     assert gap <= FW_GAP_RTOL * lmin
+
+
+def _mp_pd(X):
+    """X positive definite, decided by a 40-digit Cholesky (mpmath raises on a non-positive pivot)."""
+    try:
+        mp.cholesky(X)
+        return True
+    except ValueError:
+        return False
+
+
+def _exact_int(X, K=1100):
+    """Float64 entries as exact integers times 2^-K (every float64 is a dyadic rational of exponent >= -1074)."""
+    out = np.empty(np.shape(X), dtype=object)
+    for idx, v in np.ndenumerate(np.asarray(X, dtype=float)):
+        num, den = float(v).as_integer_ratio()
+        out[idx] = num * ((1 << K) // den)
+    return out
+
+
+def exact_E_gap_bound_rank_one(F, p, E):
+    """An upper bound, to 40 digits, on the exact weak-duality gap of E for A_i = f_i f_i^T (F's rows) as
+    given: max_i f_i^T E' f_i - t with E' = (E + sI) / tr(E + sI), where the mpmath Cholesky factorisations of
+    E + sI and M(p) - tI succeed (so E' is PSD and t <= lambda_min(M(p))).  M(p) is summed exactly in
+    integers (the floats as dyadic rationals); m = 48 takes a fraction of a second, where exact_E_gap's
+    eigenvalues take ten."""
+    m, K = F.shape[1], 1100
+    with mp.workdps(DPS):
+        Es = 0.5 * (E + E.T)
+        shift = 2.0 * max(0.0, -float(np.linalg.eigvalsh(Es)[0])) + 1e-30
+        Ei = _exact_int(Es + 0.0) + np.diag(_exact_int(np.full(m, shift)))  # E + sI exactly, times 2^K
+        assert _mp_pd(mp.matrix([[mp.mpf(int(Ei[a, b])) for b in range(m)] for a in range(m)]))
+        tr = sum(int(Ei[k, k]) for k in range(m))
+        # only the candidates whose float value can be near the maximum need the exact sum
+        v = np.einsum("ij,jk,ik->i", F, Es, F)
+        cand = np.flatnonzero(v >= v.max() - 1e-6 * abs(v.max()))
+        Fc = _exact_int(F[cand])
+        vi = ((Fc @ Ei) * Fc).sum(axis=1)  # f_i^T (E + sI) f_i exactly, times 2^3K
+        ub = max(mp.mpf(int(x)) for x in vi) / (mp.mpf(tr) * mp.mpf(2) ** (2 * K))
+        S = np.flatnonzero(p)
+        Fi, pi = _exact_int(F[S]), _exact_int(p[S])
+        Mi = (Fi.T * pi) @ Fi  # exact: sum_i p_i f_i f_i^T times 2^3K
+        scale = mp.mpf(2) ** (-3 * K)
+        M = mp.matrix([[mp.mpf(int(Mi[a, b])) * scale for b in range(m)] for a in range(m)])
+        t = mp.mpf(float(np.linalg.eigvalsh((p[S] * F[S].T) @ F[S])[0])) * (1 - mp.mpf(10) ** -12)
+        assert _mp_pd(M - t * mp.eye(m))
+        return float(ub - t), float(t)
+
+
+def test_rank_one_gap_bound_helper_agrees_with_exact_E_gap():
+    # the fast rank-one bound is exact_E_gap up to its 1e-12 relative margin on lambda_min, and sees a wrong dual
+    x = np.linspace(-1, 1, 7)
+    F = np.polynomial.chebyshev.chebvander(x, 2)
+    A = F[:, :, None] * F[:, None, :]
+    p = np.array([0.2, 0.0, 0.1, 0.4, 0.1, 0.0, 0.2])
+    for E in (np.diag([0.5, 0.0, 0.5]), np.diag([0.0, 0.0, 1.0]), np.diag([0.2, 0.3, 0.5])):
+        ref, lmin = exact_E_gap(A, p, E)
+        got, t = exact_E_gap_bound_rank_one(F, p, E)
+        assert ref <= got <= ref + 1e-11 * lmin + 1e-25, (E, ref, got)
+    assert exact_E_gap_bound_rank_one(F, p, np.diag([0.0, 0.0, 1.0]))[0] > 0.1 * lmin
+
+
+def test_E_float64_column_generation_stops_only_at_a_rounding_stall(monkeypatch):
+    """The float64 column generation stops when its working-set solve stalls and the bound is within twice
+    that gap, taken as float64 rounding.  A first working set can stop moving at a gap float64 does resolve
+    (0.6 relative, Chebyshev degree 47 on 201 random points); stopping there left the double-double polish
+    far from the optimum (5 rounds instead of 1, 9 s instead of 3 s on audit32's bigm-010), and past its
+    cost cap (lowered to 0 here, as for m >= ~60) the answer was that bound: status 2, relative gap 1.7,
+    where 8e85859 certified 1e-10 (audit32).  Reference: a 40-digit mpmath bound on the exact weak-duality
+    gap of the reported dual matrix."""
+    from noisealloc.solvers.algorithms import e_optimal
+
+    rng = np.random.default_rng(1)
+    x = np.concatenate([[-1.0], np.sort(rng.uniform(-1.0, 1.0, 199)), [1.0]])
+    F = np.polynomial.chebyshev.chebvander(x, 47)
+    A = F[:, :, None] * F[:, None, :]
+    monkeypatch.setattr(e_optimal, "_DD_WORK_MAX", 0.0)  # no double-double polish or certificate
+    res = _solve(A, "E")
+    assert res.success, res.message
+    gap, lmin = exact_E_gap_bound_rank_one(F, res.weights, res.certificate.dual_matrix)
+    assert gap <= FW_GAP_RTOL * lmin, (gap, lmin)
