@@ -401,3 +401,30 @@ def test_E_float64_column_generation_stops_only_at_a_rounding_stall(monkeypatch)
     assert res.success, res.message
     gap, lmin = exact_E_gap_bound_rank_one(F, res.weights, res.certificate.dual_matrix)
     assert gap <= FW_GAP_RTOL * lmin, (gap, lmin)
+
+
+def test_E_tight_tol_certificate_solves_its_own_dual():
+    """Below E_DD_TRIGGER_RTOL the solver does not hand its polish's dual to the certificate: that dual's
+    equality on the support (1.2e-11 relative here) failed the equivalence check at tol = 1e-11, where
+    8e85859, whose certificate always solved its own double-double dual (4.1e-12), certified (audit32
+    randpsd-002: random PSD stack, m = 16, n = 270, rank 14).  Reference: the exact weak-duality gap
+    (40-digit mpmath) of the reported dual matrix."""
+    rng = np.random.default_rng([2, 2])  # audit32's randpsd-002, drawn as its generator draws it
+    m = int(rng.integers(2, 31))
+    n = int(np.exp(rng.uniform(np.log(10), np.log(500))))
+    rng.random()
+    r = int(rng.integers(1, m + 1))
+    G = rng.standard_normal((n, m, r))
+    A = np.einsum("nij,nkj->nik", G, G) / r
+    A = 0.5 * (A + A.transpose(0, 2, 1))
+    assert (m, n, r) == (16, 270, 14)
+    res = _solve(A, "E", tol=1e-11)
+    assert res.success, res.message
+    E = res.certificate.dual_matrix
+    # the support, and the candidates whose float64 <E, A_i> is within 1e-6 (relative, far above its
+    # rounding) of the largest: the others cannot attain the exact maximum
+    v = A.reshape(n, m * m) @ (0.5 * (E + E.T)).ravel()
+    idx = np.union1d(np.flatnonzero(res.weights), np.flatnonzero(v >= v.max() - 1e-6 * abs(v.max())))
+    gap, lmin = exact_E_gap(A[idx], res.weights[idx], E)
+    assert gap <= res.certificate.gap_as_given * (1 + 1e-6)
+    assert gap <= 1e-11 * lmin
