@@ -168,7 +168,7 @@ def _near_tied_run(args, n) -> None:
     rows, _have = measure_near_tied(n, use_cvxpy=not args.no_cvxpy)  # a missing CVXPY is said above
     print(f"near-tied levels (model-like on n={n} points of [-8, 8], neighbouring A_i ~1% apart; c = ones), "
           "ours = multiplicative (D, A) or Elfving's dual barrier (c) + Newton polish; D is the time A and c are "
-          "compared with")
+          "compared with; times are medians of 3 runs after a first")
     t_d = next((r.seconds for r in rows if r.criterion == "D"), None)
     for row in rows:
         cert = row.certificate

@@ -597,6 +597,21 @@ def cheb_problem(m: int, n: int):
     return x, F[:, :, None] * F[:, None, :]
 
 
+def _timed(fn, repeat: int):
+    """``(result, first wall time, median wall time, median CPU time)`` of ``1 + repeat`` calls of ``fn``.
+
+    The first call is timed apart (it pays one-time costs: numba's import and JIT start, CVXPY's first
+    canonicalisation); the medians are over the other ``repeat`` calls.
+    """
+    walls, cpus, out = [], [], None
+    for _ in range(1 + int(repeat)):
+        t0, c0 = time.perf_counter(), time.process_time()
+        out = fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return out, walls[0], float(np.median(walls[1:])), float(np.median(cpus[1:]))
+
+
 def _cvxpy_e(A):
     r"""E-optimal weights by CVXPY + Clarabel: :math:`\max_{p \in \Delta} \lambda_{\min}(\sum_i p_i A_i)` (an SDP)."""
     import cvxpy as cp
@@ -671,8 +686,6 @@ def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: b
     rows : list of EBenchRow
     cvxpy_available : bool
     """
-    import warnings
-
     from noisealloc.solvers import certify, solve
 
     pairs = [(int(m), int(n)) for m, n in sizes]
@@ -681,14 +694,6 @@ def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: b
     if int(repeat) < 1:
         raise ValueError(f"repeat must be an integer >= 1; got {repeat!r}")
     have_cvxpy = use_cvxpy and _cvxpy_available()
-
-    def timed(fn):
-        times, out = [], None
-        for _ in range(1 + int(repeat)):
-            t0 = time.perf_counter()
-            out = fn()
-            times.append(time.perf_counter() - t0)
-        return out, times[0], float(np.median(times[1:]))
 
     def ours(A):
         with warnings.catch_warnings():
@@ -699,11 +704,11 @@ def measure_e(sizes=((20, 500), (20, 2000)), *, cvxpy_sizes=(500,), use_cvxpy: b
     rows = []
     for m, n in pairs:
         _x, A = cheb_problem(m, n)
-        res, first, t_ours = timed(lambda: ours(A))
+        res, first, t_ours, _cpu = _timed(lambda: ours(A), repeat)
         cert = certify(A, res.weights, "E")
         cv = None
         if have_cvxpy and n in cvxpy_sizes:
-            (w, status), cv_first, t_cv = timed(lambda: _cvxpy_e(A))
+            (w, status), cv_first, t_cv, _cpu = _timed(lambda: _cvxpy_e(A), repeat)
             c_cv = certify(A, w, "E")
             cv = {"seconds": t_cv, "first_seconds": cv_first, "status": status, "certificate": c_cv,
                   "lam_min": -c_cv.value, "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())),
@@ -780,7 +785,8 @@ class NearTiedRow:
         'D', 'A' or 'c'.
     n, m : int
     seconds, cpu_seconds : float
-        Wall and process CPU time of :func:`noisealloc.solvers.solve`.
+        Wall and process CPU time of :func:`noisealloc.solvers.solve` (medians of the runs after the first,
+        :func:`measure_near_tied`).
     status : int
     nit, njev : int
         Iterations and full gradient evaluations of the solve.
@@ -803,8 +809,11 @@ class NearTiedRow:
     cvxpy: dict | None = None
 
 
-def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: bool = True):
+def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: bool = True, repeat: int = 3):
     """Near-tied rows: ``solve`` on :func:`near_tied_problem` for D, A and c, with CVXPY beside A and c.
+
+    Each solve runs ``1 + repeat`` times; the row's times are the medians of the runs after the first (the
+    rows differ by tens of milliseconds, about the noise of one run on a shared machine).
 
     Parameters
     ----------
@@ -814,14 +823,14 @@ def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: boo
         Criteria to run (D is the time the others are compared with).
     use_cvxpy : bool
         Run the baseline (A and c) when cvxpy and clarabel are installed.
+    repeat : int
+        Timed runs after the first (>= 1).
 
     Returns
     -------
     rows : list of NearTiedRow
     cvxpy_available : bool
     """
-    import warnings
-
     from noisealloc.solvers import certify, solve
 
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 2:
@@ -829,22 +838,24 @@ def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: boo
     bad = [k for k in criteria if k not in ("D", "A", "c")]
     if bad:
         raise ValueError(f"criteria must be among 'D', 'A', 'c'; got {bad[0]!r}")
+    if int(repeat) < 1:
+        raise ValueError(f"repeat must be an integer >= 1; got {repeat!r}")
     have_cvxpy = use_cvxpy and _cvxpy_available()
     _lam, A, c = near_tied_problem(n)
     rows = []
-    for crit in criteria:
-        kw = {"c": c} if crit == "c" else {}
-        t0, c0 = time.perf_counter(), time.process_time()
+
+    def ours(crit, kw):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a failed certificate is what the row reports (status, gap)
-            res = solve(A, crit, **kw)
-        t_ours, cpu = time.perf_counter() - t0, time.process_time() - c0
+            return solve(A, crit, **kw)
+
+    for crit in criteria:
+        kw = {"c": c} if crit == "c" else {}
+        res, _first, t_ours, cpu = _timed(lambda: ours(crit, kw), repeat)
         cert = certify(A, res.weights, crit, **kw)
         cv = None
         if have_cvxpy and crit in ("A", "c"):
-            t0 = time.perf_counter()
-            w, status, value = _cvxpy_socp_general(A, crit, c)
-            t_cv = time.perf_counter() - t0
+            (w, status, value), _first, t_cv, _cpu = _timed(lambda: _cvxpy_socp_general(A, crit, c), repeat)
             cv = {"seconds": t_cv, "status": status, "certificate": certify(A, w, crit, **kw), "value": value,
                   "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
         rows.append(NearTiedRow(criterion=crit, n=int(n), m=A.shape[1], seconds=t_ours, cpu_seconds=cpu,
