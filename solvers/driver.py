@@ -24,6 +24,7 @@ import numpy as np
 
 from noisealloc.solvers.algorithms import e_optimal, elfving, frank_wolfe, multiplicative, rex
 from noisealloc.solvers.algorithms import polish as polish_mod
+from noisealloc.solvers._linalg import psd_part
 from noisealloc.theory._threads import single_blas_thread
 from noisealloc.solvers.certificates import certify_problem, exact_check_problem, offgrid_check_problem
 from noisealloc.solvers.criteria import SingularMomentError
@@ -666,8 +667,7 @@ def _surrogate_solve(prob: Problem):
     would refuse it.  The surrogate only supplies a start and a reference value, so its weight is the
     nearest PSD matrix (negative eigenvalues set to 0).
     """
-    ev, U = np.linalg.eigh(0.5 * (prob.W + prob.W.T))
-    W = (U * np.maximum(ev, 0.0)) @ U.T
+    W = psd_part(prob.W)
     return solve(prob.A, "L", W=0.5 * (W + W.T), tol=FW_GAP_RTOL)
 
 

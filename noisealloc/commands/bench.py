@@ -166,9 +166,10 @@ def _near_tied_run(args, n) -> None:
     if n is None:
         return
     rows, _have = measure_near_tied(n, use_cvxpy=not args.no_cvxpy)  # a missing CVXPY is said above
+    runs = rows[0].repeat if rows else 0
     print(f"near-tied levels (model-like on n={n} points of [-8, 8], neighbouring A_i ~1% apart; c = ones), "
           "ours = multiplicative (D, A) or Elfving's dual barrier (c) + Newton polish; D is the time A and c are "
-          "compared with; times are medians of 3 runs after a first")
+          f"compared with; times are medians of {runs} runs after a first")
     t_d = next((r.seconds for r in rows if r.criterion == "D"), None)
     for row in rows:
         cert = row.certificate

@@ -73,7 +73,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg as sla
 
-from noisealloc.solvers._linalg import triangular_inverse
+from noisealloc.solvers._linalg import psd_part, triangular_inverse
 from noisealloc.solvers.problem import Problem, moments, new_counters
 from noisealloc.theory.tolerances import (
     E_CLUSTER_RTOL,
@@ -299,9 +299,7 @@ def barrier_sdp(B: np.ndarray, q0=None, *, gap_atol: float, max_iter: int = 80, 
         E, z, nu = E / tr, z / tr, nu / tr
         it += 1
     _merit, q, t, E, gap = best
-    E = 0.5 * (E + E.T)
-    wE, VE = np.linalg.eigh(E)
-    E = (VE * np.maximum(wE, 0.0)) @ VE.T
+    E = psd_part(E)
     E = E / np.trace(E)
     q = np.maximum(q, 0.0)
     q = q / q.sum()
@@ -560,10 +558,7 @@ def barrier_sdp_dd(B: np.ndarray, *, gap_atol: float, max_iter: int = 60, start=
         E, z, nu = div(E, full(tr, (r, r))), div(z, full(tr, (s,))), div(nu, tr)
         it += 1
     _merit, q, t, E, gap = best
-    Ef = dd_.to_float(E)
-    Ef = 0.5 * (Ef + Ef.T)
-    wE, VE = np.linalg.eigh(Ef)
-    Ef = (VE * np.maximum(wE, 0.0)) @ VE.T
+    Ef = psd_part(dd_.to_float(E))
     Ef = Ef / np.trace(Ef)
     qf = np.maximum(dd_.to_float(q), 0.0)
     qf = qf / qf.sum()
@@ -882,8 +877,13 @@ def e_dual_bound(prob: Problem, p: np.ndarray, hint: np.ndarray | None = None):
     top = pk[np.argsort(-v0[pk])[: max(2 * m, 8)]]
     S0 = np.union1d(support, top)
     trigger = E_DD_TRIGGER_RTOL * max(lmin, tiny)
-    S0_dd = S0
-    if not _dd_affordable(S0.size, m):
+    hint = None if hint is None else _psd_unit_trace(hint)
+    if hint is not None and best[0] > trigger and m > 1:
+        cand = score(hint)
+        if cand[0] < best[0]:
+            best = cand
+    S0_dd = S0 if best[0] > trigger and m > 1 else None
+    if S0_dd is not None and not _dd_affordable(S0.size, m):
         # Past the double-double cost cap column_generation_dd would not start at all (m >= ~32 with a large
         # support), while the solver's polish, from its own smaller working set, did: solve() certified with
         # that dual (the hint) and certify() of the same weights failed (randpsd m = 49, n = 206: 1.7e-10 and
@@ -895,12 +895,7 @@ def e_dual_bound(prob: Problem, p: np.ndarray, hint: np.ndarray | None = None):
         rest = np.setdiff1d(top, support)
         order = np.concatenate([support, rest[np.argsort(-v0[rest], kind="stable")]])
         S0_dd = np.sort(order[:s_max]) if s_max >= support.size > 0 else None
-    hint = None if hint is None else _psd_unit_trace(hint)
-    if hint is not None and best[0] > trigger and m > 1:
-        cand = score(hint)
-        if cand[0] < best[0]:
-            best = cand
-    if best[0] > trigger and m > 1 and S0_dd is not None:
+    if S0_dd is not None:
         # Degenerate problems (graded spectra of M and of the dual) stall the float64 interior point
         # near sqrt(eps); the full dual problem in double-double reaches rounding level (E_POLISH_RTOL).
         dd = column_generation_dd(prob.Aflat, S0_dd, rtol=E_POLISH_RTOL, offset=prob.regularization)
@@ -925,8 +920,7 @@ def _psd_unit_trace(E: np.ndarray) -> np.ndarray | None:
     E = np.asarray(E, dtype=float)
     if not np.all(np.isfinite(E)):
         return None
-    w, V = np.linalg.eigh(0.5 * (E + E.T))
-    E = (V * np.maximum(w, 0.0)) @ V.T
+    E = psd_part(E)
     tr = float(np.trace(E))
     return E / tr if tr > 0 else None
 

@@ -57,6 +57,11 @@ _DEC_PATH, _DEC_FINAL = 1e-2, 1e-8
 _MAX_NEWTON = 400
 
 
+def _stack(prob: Problem) -> np.ndarray:
+    """:math:`B_i = A_i + \delta I` (``prob.A`` itself without a ridge)."""
+    return prob.A + prob.regularization * np.eye(prob.m) if prob.regularization else prob.A
+
+
 def dual_barrier(prob: Problem, *, rtol: float = ELFVING_RTOL, counters=None):
     r"""Follow the central path of :math:`\max c^\top y` s.t. :math:`y^\top B_i y \le 1` to relative gap ``rtol``.
 
@@ -83,7 +88,7 @@ def dual_barrier(prob: Problem, *, rtol: float = ELFVING_RTOL, counters=None):
     if counters is None:
         counters = new_counters()
     n, m = prob.n, prob.m
-    B = prob.A + prob.regularization * np.eye(m) if prob.regularization else prob.A
+    B = _stack(prob)
     Bf = B.reshape(n * m, m)
     Bw = B.reshape(n, m * m)
     c = np.asarray(prob.c, dtype=float)
@@ -161,8 +166,7 @@ def run(prob: Problem, *, counters=None):
     if not ok:
         return None
     n, m = prob.n, prob.m
-    B = prob.A + prob.regularization * np.eye(m) if prob.regularization else prob.A
-    V = (B.reshape(n * m, m) @ y).reshape(n, m)
+    V = (_stack(prob).reshape(n * m, m) @ y).reshape(n, m)
     act = V @ y  # y^T B_i y: 1 on the active constraints
     cand = np.flatnonzero(act >= 1.0 - ELFVING_ACTIVE_RTOL)
     cap = max(4 * m, 32)

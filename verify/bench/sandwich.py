@@ -97,8 +97,12 @@ def sandwich_instance(seed: int | None, n: int):
 def _values(A, G, Aw, P):
     """V = 1/2 tr(Aw A_p^-1 G_p A_p^-1) at each row of the weights ``P`` (2 x 2, closed-form inverse by the
     adjugate), +inf where A_p is singular to 1e-12 of its trace squared."""
-    M = np.einsum("...i,iab->...ab", P, A)
-    Gp = np.einsum("...i,iab->...ab", P, G)
+    return _values_of_moments(np.einsum("...i,iab->...ab", P, A), np.einsum("...i,iab->...ab", P, G), Aw)
+
+
+def _values_of_moments(M, Gp, Aw):
+    """V = 1/2 tr(Aw M^-1 Gp M^-1) for stacks of 2 x 2 moments ``M``, ``Gp`` (any leading shape), by the
+    adjugate; +inf where M is singular to 1e-12 of its trace squared."""
     det = M[..., 0, 0] * M[..., 1, 1] - M[..., 0, 1] * M[..., 1, 0]
     adj = np.empty_like(M)
     adj[..., 0, 0], adj[..., 1, 1] = M[..., 1, 1], M[..., 0, 0]
@@ -182,16 +186,7 @@ def sandwich_oracle(A, G, Aw, *, triples: bool = True, n_refine: int = 40):
         for lo in range(0, trip.shape[0], 2000):
             T = trip[lo:lo + 2000]
             # V on the grid of each triple, from the triple's own matrices (no n-length weights)
-            M = np.einsum("kt,stab->skab", bary, A[T])
-            Gp = np.einsum("kt,stab->skab", bary, G[T])
-            det = M[..., 0, 0] * M[..., 1, 1] - M[..., 0, 1] * M[..., 1, 0]
-            adj = np.empty_like(M)
-            adj[..., 0, 0], adj[..., 1, 1] = M[..., 1, 1], M[..., 0, 0]
-            adj[..., 0, 1], adj[..., 1, 0] = -M[..., 0, 1], -M[..., 1, 0]
-            with np.errstate(all="ignore"):
-                v = 0.5 * np.einsum("ab,skbc,skcd,skda->sk", Aw, adj, Gp, adj) / det**2
-            tr = M[..., 0, 0] + M[..., 1, 1]
-            v = np.where((det > 1e-12 * tr**2) & np.isfinite(v), v, np.inf)
+            v = _values_of_moments(np.einsum("kt,stab->skab", bary, A[T]), np.einsum("kt,stab->skab", bary, G[T]), Aw)
             tbest[lo:lo + T.shape[0]] = v.min(axis=1)
             targ[lo:lo + T.shape[0]] = v.argmin(axis=1)
         for q in np.argsort(tbest)[:n_refine]:

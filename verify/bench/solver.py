@@ -785,8 +785,8 @@ class NearTiedRow:
         'D', 'A' or 'c'.
     n, m : int
     seconds, cpu_seconds : float
-        Wall and process CPU time of :func:`noisealloc.solvers.solve` (medians of the runs after the first,
-        :func:`measure_near_tied`).
+        Wall and process CPU time of :func:`noisealloc.solvers.solve` (medians of the ``repeat`` runs after
+        the first, :func:`measure_near_tied`).
     status : int
     nit, njev : int
         Iterations and full gradient evaluations of the solve.
@@ -795,6 +795,8 @@ class NearTiedRow:
     cvxpy : dict or None
         ``seconds``, ``status``, ``certificate``, ``value`` (the SOCP's optimal value squared, the
         criterion's optimum), ``n_atoms`` (weights > 1e-9 max) and ``ratio`` (CVXPY time / ours).
+    repeat : int
+        Runs after the first, of which the times are the medians.
     """
 
     criterion: str
@@ -807,6 +809,7 @@ class NearTiedRow:
     njev: int
     certificate: object
     cvxpy: dict | None = None
+    repeat: int = 3
 
 
 def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: bool = True, repeat: int = 3):
@@ -860,5 +863,5 @@ def measure_near_tied(n: int = 1001, *, criteria=("D", "A", "c"), use_cvxpy: boo
                   "n_atoms": int(np.count_nonzero(w > 1e-9 * w.max())), "ratio": t_cv / t_ours}
         rows.append(NearTiedRow(criterion=crit, n=int(n), m=A.shape[1], seconds=t_ours, cpu_seconds=cpu,
                                 status=int(res.status), nit=int(res.nit), njev=int(res.njev), certificate=cert,
-                                cvxpy=cv))
+                                cvxpy=cv, repeat=int(repeat)))
     return rows, have_cvxpy
