@@ -58,7 +58,7 @@ _MAX_NEWTON = 400
 
 
 def _stack(prob: Problem) -> np.ndarray:
-    """:math:`B_i = A_i + \delta I` (``prob.A`` itself without a ridge)."""
+    r""":math:`B_i = A_i + \delta I` (``prob.A`` itself without a ridge)."""
     return prob.A + prob.regularization * np.eye(prob.m) if prob.regularization else prob.A
 
 
